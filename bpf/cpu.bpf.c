@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+/* On-CPU sampling: runs on every cpu-clock tick of every CPU, keeps only enabled tgids and
+ * aggregates in the kernel by (thread, user stack, kernel stack), so the cost per sample does
+ * not depend on how many samples or targets there are.
+ *
+ * Stacks are keyed by our own 64-bit hash of their addresses rather than a STACK_TRACE map's
+ * bucket id: bpf_get_stackid silently loses stacks that collide in a bucket (-EEXIST), while a
+ * 64-bit hash makes a collision practically impossible and a full map is counted.
+ *
+ * Counts and stacks live in inner maps of one-slot map-of-maps. Userspace drains by swapping
+ * in an empty inner map: the kernel waits for running programs (synchronize_rcu) when a
+ * map-of-maps slot is replaced, so the old inner map can then be read and emptied race-free. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "cpu.h"
+
+/* vmlinux.h has no errno macros and the uapi header does not build for the bpf target. */
+#define ENOENT 2
+#define ENOMEM 12
+#define EFAULT 14
+#define EEXIST 17
+#define E2BIG 7
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct cpu_target);
+} targets SEC(".maps");
+
+/* Inner map templates; userspace creates the real inner maps alike. Sizes rather than types:
+ * clang emits only a forward declaration for a struct reached through __array. */
+struct counts_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__uint(key_size, sizeof(struct cpu_key));
+	__uint(value_size, sizeof(__u64));
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct stacks_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct cpu_stack));
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct counts_map);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct stacks_map);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_stack);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CPU_STAT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		(*v)++; /* per-CPU: no atomics needed */
+}
+
+static __always_inline __u64 hash_ips(const struct cpu_stack *st, long bytes)
+{
+	__u64 h = 0xcbf29ce484222325ULL;
+	long n = bytes / 8;
+
+	for (int i = 0; i < CPU_MAX_DEPTH && i < n; i++) {
+		h ^= st->ips[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return h ? h : 1; /* 0 means "no stack" */
+}
+
+/* Captures one stack into the current generation's stacks map; returns its hash, 0 if there
+ * is no stack, or a negative errno. */
+static __always_inline long capture(void *ctx, void *stacks_map, __u64 flags, __u64 *hash)
+{
+	__u32 zero = 0;
+	struct cpu_stack *st = bpf_map_lookup_elem(&scratch, &zero);
+	long bytes;
+
+	*hash = 0;
+	if (!st)
+		return -ENOENT;
+	bytes = bpf_get_stack(ctx, st->ips, sizeof(st->ips), flags);
+	if (bytes <= 0)
+		return bytes;
+	*hash = hash_ips(st, bytes);
+	if (bpf_map_lookup_elem(stacks_map, hash))
+		return 0;
+	bytes = bpf_map_update_elem(stacks_map, hash, st, BPF_NOEXIST);
+	return bytes == -EEXIST ? 0 : bytes; /* another CPU stored the same stack first */
+}
+
+SEC("perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, zero = 0;
+	struct cpu_target *target;
+	struct cpu_key key = {};
+	void *counts_map, *stacks_map;
+	__u64 one = 1, *count;
+	long err;
+
+	target = bpf_map_lookup_elem(&targets, &tgid);
+	if (!target)
+		return 0;
+	counts_map = bpf_map_lookup_elem(&counts, &zero);
+	stacks_map = bpf_map_lookup_elem(&stacks, &zero);
+	if (!counts_map || !stacks_map)
+		return 0;
+	stat_inc(CPU_STAT_SAMPLES);
+
+	key.pid = tgid;
+	key.tid = (__u32)pid_tgid;
+	key.exec_gen = target->exec_gen;
+	bpf_get_current_comm(key.comm, sizeof(key.comm));
+
+	err = capture(ctx, stacks_map, BPF_F_USER_STACK, &key.ustack);
+	if (err == -E2BIG || err == -ENOMEM)
+		goto stacks_full;
+	if (err < 0 && err != -EFAULT) {
+		key.flags |= CPU_KEY_USTACK_ERR;
+		stat_inc(CPU_STAT_USTACK_ERR);
+	}
+	err = capture(ctx, stacks_map, 0, &key.kstack);
+	if (err == -E2BIG || err == -ENOMEM)
+		goto stacks_full;
+	if (err < 0)
+		stat_inc(CPU_STAT_KSTACK_ERR);
+
+	count = bpf_map_lookup_elem(counts_map, &key);
+	if (count) {
+		__sync_fetch_and_add(count, 1);
+		return 0;
+	}
+	err = bpf_map_update_elem(counts_map, &key, &one, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		count = bpf_map_lookup_elem(counts_map, &key);
+		if (count)
+			__sync_fetch_and_add(count, 1);
+		return 0;
+	}
+	if (err == 0)
+		return 0;
+	stat_inc(CPU_STAT_COUNTS_FULL);
+	__sync_fetch_and_add(&target->drops, 1);
+	return 0;
+
+stacks_full:
+	stat_inc(CPU_STAT_STACKS_FULL);
+	__sync_fetch_and_add(&target->drops, 1);
+	return 0;
+}
+
+/* exec replaces the address space: later samples must be symbolized against new mappings. */
+SEC("raw_tracepoint/sched_process_exec")
+int cpu_exec(void *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct cpu_target *target = bpf_map_lookup_elem(&targets, &tgid);
+
+	if (target)
+		__sync_fetch_and_add(&target->exec_gen, 1);
+	return 0;
+}

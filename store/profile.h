@@ -1,0 +1,73 @@
+/* The profile store: what collectors write and views read.
+ *
+ * A profile holds the counts of one kind (cpu samples; later off-CPU microseconds, lock waits,
+ * ...) of one target, by stack. A stack is a sequence of interned frame names, root first,
+ * frame 0 being the thread's name. Counts are kept twice: a total since the profile was made
+ * or reset, and per-second buckets for the last PROFILE_HISTORY_S seconds, so a view can show
+ * "the last N seconds" and remote sync can ship what changed.
+ *
+ * One writer (a collector) and any number of readers (views, on FUSE threads) may use a
+ * profile at once. Profiles are refcounted: a snapshot holds a reference, so a target that is
+ * dropped while a view is being rendered stays readable until the render ends. */
+#ifndef APERTURE_STORE_PROFILE_H
+#define APERTURE_STORE_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROFILE_HISTORY_S 600
+
+struct profile;
+
+/* unit: what a count means ("samples", "microseconds"); copied. NULL when out of memory. */
+struct profile *profile_new(const char *unit);
+struct profile *profile_ref(struct profile *p);
+void profile_unref(struct profile *p);
+
+/* Interns a frame name and stores its id in *id. ';' becomes ':' and newlines and other
+ * control characters become spaces, so every folded line parses. Ids are dense, start at 0,
+ * and stay valid for the profile's life, across resets. Returns 0 or -ENOMEM. */
+int profile_frame_id(struct profile *p, const char *name, uint32_t *id);
+
+/* Adds count to the stack of frame ids (root first, depth >= 1) at second sec (unix time,
+ * CLOCK_REALTIME). Returns 0, -EINVAL (depth 0 or an id that was never interned) or -ENOMEM. */
+int profile_add(struct profile *p, int64_t sec, const uint32_t *frames, size_t depth,
+		uint64_t count);
+
+/* Forgets every count; interned frames and stacks stay, so collectors' caches of ids do. */
+void profile_reset(struct profile *p);
+
+struct profile_stack {
+	const uint32_t *frames; /* root first, frames[0] is the thread name */
+	uint32_t depth;
+	uint64_t count;
+};
+
+/* A consistent copy of a profile's counts, owned by the caller. */
+struct profile_snapshot {
+	const char *unit;
+	const char *const *names;     /* frame id -> name, nnames of them */
+	size_t nnames;
+	struct profile_stack *stacks; /* stacks with a count > 0, in no particular order */
+	size_t nstacks;
+	uint64_t total;               /* sum of the counts */
+	int64_t since;                /* first second covered: the window's start, or the time the
+					 profile was made or last reset */
+	struct profile *owner;        /* referenced until profile_snapshot_free */
+};
+
+/* since_sec <= 0: everything since the profile was made or reset. Otherwise the sum of the
+ * buckets from second since_sec on (older than PROFILE_HISTORY_S seconds is not kept).
+ * Returns 0 or -ENOMEM. */
+int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapshot **out);
+void profile_snapshot_free(struct profile_snapshot *s);
+
+struct profile_stats {
+	size_t frames;   /* interned frame names */
+	size_t stacks;   /* interned stacks */
+	uint64_t total;  /* counts since made or reset */
+	size_t bytes;    /* memory held, roughly */
+};
+void profile_get_stats(struct profile *p, struct profile_stats *out);
+
+#endif

@@ -1,0 +1,51 @@
+/* Address to name, for user and kernel addresses.
+ *
+ * struct symbolizer holds what does not depend on a process: ELF files (each parsed once,
+ * cached by build-id, else by device+inode+size+mtime, however many processes map it), the
+ * kernel's symbols (/proc/kallsyms) and the vDSO. struct proc_syms is one process's address
+ * space as read at one moment: its mappings, each tied to a cached file, so its addresses can
+ * still be named after the process has exited or exec'd.
+ *
+ * Names are plain function names (no offset), or MODULE+0xOFFSET (the file's base name and
+ * the file offset) when the address is in a file but no symbol covers it. Knows nothing of
+ * BPF or FUSE. Thread-safe. */
+#ifndef APERTURE_SYMBOLS_H
+#define APERTURE_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct symbolizer;
+struct proc_syms;
+
+int symbolizer_new(struct symbolizer **out);
+void symbolizer_free(struct symbolizer *s);
+
+/* Kernel address to name (no suffix; the caller adds "_[k]"). An address kallsyms does not
+ * cover is named "[kernel]+0xADDRESS". Returns 0 or -ENOSPC if len is too small. */
+int symbolizer_kernel_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len);
+
+/* Number of ELF files currently cached. */
+size_t symbolizer_cached_files(struct symbolizer *s);
+
+/* Reads /proc/<pid>/maps now and opens every file-backed executable mapping's file now
+ * (through /proc/<pid>/map_files/, else /proc/<pid>/root/<path>), so that naming works later
+ * even if the process is gone. Returns 0, -ESRCH if the process does not exist, or -errno. */
+int proc_syms_new(struct symbolizer *s, pid_t pid, struct proc_syms **out);
+
+/* Re-reads the mappings of a live process (after a dlopen, say). Files already cached are not
+ * parsed again. Returns 0, -ESRCH if the process is gone (the old mappings stay usable). */
+int proc_syms_refresh(struct proc_syms *ps);
+
+void proc_syms_free(struct proc_syms *ps);
+
+/* Name of a user address. is_return: the address is a return address, so the call site
+ * (addr - 1) is looked up, as perf does; the leaf frame's address is exact.
+ * Returns 0 with the name in buf; -ENOENT if no mapping covers addr (the caller may refresh
+ * and retry, then write "[unknown]"); -ENOSPC if len is too small. Anonymous executable
+ * memory (JIT code without a perf map) is named "[anon]+0xADDRESS". */
+int proc_syms_name(struct proc_syms *ps, uint64_t addr, bool is_return, char *buf, size_t len);
+
+#endif
