@@ -1,0 +1,500 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "collectors/cpu_internal.h"
+#include "cpu.skel.h"
+
+/* libbpf reports why a load failed only through its print callback; keep the last line so
+ * the reason can reach status instead of a daemon's closed stderr. */
+static __thread char libbpf_last[256];
+
+static int libbpf_capture(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_WARN)
+		vsnprintf(libbpf_last, sizeof(libbpf_last), fmt, ap);
+	if (getenv("APERTURE_DEBUG_BPF"))
+		return vfprintf(stderr, fmt, ap);
+	return 0;
+}
+
+static void spec_of(struct bpf_map *outer, struct cpu_inner_spec *spec)
+{
+	struct bpf_map *inner = bpf_map__inner_map(outer);
+
+	spec->key_size = bpf_map__key_size(inner);
+	spec->value_size = bpf_map__value_size(inner);
+	spec->max_entries = bpf_map__max_entries(inner);
+	spec->flags = bpf_map__map_flags(inner);
+}
+
+/* Kernels before 6.1 refuse non-preallocated hash maps in perf_event programs; preallocated
+ * ones cost their full size up front, so they are made smaller there. */
+static int load_skeleton(struct cpu_collector *c, bool prealloc)
+{
+	struct bpf_map *ci, *si;
+	int err;
+
+	c->skel = cpu_bpf__open();
+	if (!c->skel)
+		return -errno;
+	ci = bpf_map__inner_map(c->skel->maps.counts);
+	si = bpf_map__inner_map(c->skel->maps.stacks);
+	if (prealloc) {
+		bpf_map__set_map_flags(ci, 0);
+		bpf_map__set_map_flags(si, 0);
+		bpf_map__set_max_entries(ci, 8192);
+		bpf_map__set_max_entries(si, 2048);
+	}
+	spec_of(c->skel->maps.counts, &c->counts_spec);
+	spec_of(c->skel->maps.stacks, &c->stacks_spec);
+	err = cpu_bpf__load(c->skel);
+	if (err) {
+		cpu_bpf__destroy(c->skel);
+		c->skel = NULL;
+	}
+	return err;
+}
+
+static int create_inner(const struct cpu_inner_spec *spec, const char *name)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = spec->flags);
+	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, name, spec->key_size, spec->value_size,
+				spec->max_entries, &opts);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* Points the kernel at inner maps `idx`. Replacing a map-of-maps slot waits until no program
+ * still uses the old inner map, which is what makes draining the old one race-free. Counts
+ * go first: a sample taken between the two updates then has its stack in the old stacks map,
+ * which this drain reads, and its count in the new counts map, read next time with the
+ * previous drain's stacks at hand. */
+int cpu_install_inner(struct cpu_collector *c, int idx)
+{
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.counts), &zero, &c->counts_fds[idx], 0))
+		return -errno;
+	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.stacks), &zero, &c->stacks_fds[idx], 0))
+		return -errno;
+	c->live = idx;
+	return 0;
+}
+
+static int perf_open(unsigned hz, int cpu)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.size = sizeof(attr),
+		.freq = 1,
+		.sample_freq = hz,
+	};
+	int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static void events_close(int n, int *fds, struct bpf_link **links)
+{
+	for (int i = 0; i < n; i++) {
+		bpf_link__destroy(links[i]);
+		links[i] = NULL;
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+/* Opens and attaches one event per online CPU at hz. CPUs that are offline are skipped; no
+ * CPU at all is an error. On error nothing stays open. */
+static int events_open(struct cpu_collector *c, unsigned hz, int *fds, struct bpf_link **links,
+		       char *errbuf, size_t errlen)
+{
+	int opened = 0, err = 0;
+
+	for (int cpu = 0; cpu < c->ncpus; cpu++) {
+		fds[cpu] = perf_open(hz, cpu);
+		links[cpu] = NULL;
+		if (fds[cpu] == -ENODEV)
+			continue;
+		if (fds[cpu] < 0) {
+			err = fds[cpu];
+			snprintf(errbuf, errlen, "perf_event_open(cpu-clock, %u Hz, cpu %d): %s", hz,
+				 cpu, strerror(-err));
+			goto fail;
+		}
+		links[cpu] = bpf_program__attach_perf_event(c->skel->progs.cpu_sample, fds[cpu]);
+		if (!links[cpu]) {
+			err = -errno;
+			snprintf(errbuf, errlen, "attaching to cpu %d: %s", cpu, strerror(-err));
+			goto fail;
+		}
+		opened++;
+	}
+	if (opened)
+		return 0;
+	err = -ENODEV;
+	snprintf(errbuf, errlen, "no online CPU accepted a cpu-clock perf event");
+fail:
+	events_close(c->ncpus, fds, links);
+	return err;
+}
+
+int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
+		      struct cpu_collector **out, char *errbuf, size_t errlen)
+{
+	struct cpu_collector *c;
+	int err;
+
+	libbpf_set_print(libbpf_capture);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	c->syms = syms;
+	c->hz = frequency_hz;
+	for (int i = 0; i < 2; i++)
+		c->counts_fds[i] = c->stacks_fds[i] = -1;
+	c->ncpus = libbpf_num_possible_cpus();
+	if (c->ncpus <= 0) {
+		err = c->ncpus ? c->ncpus : -ENODEV;
+		snprintf(errbuf, errlen, "cannot count CPUs: %s", strerror(-err));
+		goto fail;
+	}
+	libbpf_last[0] = '\0';
+	err = load_skeleton(c, false);
+	if (err)
+		err = load_skeleton(c, true);
+	if (err) {
+		snprintf(errbuf, errlen, "loading BPF programs: %s%s%s", strerror(-err),
+			 libbpf_last[0] ? ": " : "", libbpf_last);
+		errbuf[strcspn(errbuf, "\n")] = '\0';
+		goto fail;
+	}
+	for (int i = 0; i < 2; i++) {
+		c->counts_fds[i] = create_inner(&c->counts_spec, "cpu_counts");
+		c->stacks_fds[i] = create_inner(&c->stacks_spec, "cpu_stacks");
+		if (c->counts_fds[i] < 0 || c->stacks_fds[i] < 0) {
+			err = c->counts_fds[i] < 0 ? c->counts_fds[i] : c->stacks_fds[i];
+			snprintf(errbuf, errlen, "creating BPF maps: %s", strerror(-err));
+			goto fail;
+		}
+	}
+	err = cpu_install_inner(c, 0);
+	if (err) {
+		snprintf(errbuf, errlen, "installing BPF maps: %s", strerror(-err));
+		goto fail;
+	}
+	c->exec_link = bpf_program__attach(c->skel->progs.cpu_exec);
+	if (!c->exec_link) {
+		err = -errno;
+		snprintf(errbuf, errlen, "attaching to sched_process_exec: %s", strerror(-err));
+		goto fail;
+	}
+	c->perf_fds = calloc(c->ncpus, sizeof(*c->perf_fds));
+	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
+	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
+	c->batch_values = calloc(c->counts_spec.max_entries, sizeof(__u64));
+	c->stack_batch_keys = calloc(CPU_STACK_BATCH, sizeof(__u64));
+	c->stack_batch_values = calloc(CPU_STACK_BATCH, sizeof(struct cpu_stack));
+	if (!c->perf_fds || !c->perf_links || !c->batch_keys || !c->batch_values ||
+	    !c->stack_batch_keys || !c->stack_batch_values) {
+		err = -ENOMEM;
+		snprintf(errbuf, errlen, "out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < c->ncpus; i++)
+		c->perf_fds[i] = -1;
+	*out = c;
+	return 0;
+fail:
+	cpu_collector_free(c);
+	return err;
+}
+
+void cpu_collector_free(struct cpu_collector *c)
+{
+	struct cpu_target_state *t, *tmp;
+	struct cpu_raw_stack *r, *rtmp;
+
+	if (!c)
+		return;
+	if (c->perf_fds)
+		events_close(c->ncpus, c->perf_fds, c->perf_links);
+	bpf_link__destroy(c->exec_link);
+	HASH_ITER(hh, c->targets, t, tmp) {
+		HASH_DEL(c->targets, t);
+		cpu_target_state_free(t);
+	}
+	HASH_ITER(hh, c->raw_now, r, rtmp) {
+		HASH_DEL(c->raw_now, r);
+		free(r);
+	}
+	HASH_ITER(hh, c->raw_prev, r, rtmp) {
+		HASH_DEL(c->raw_prev, r);
+		free(r);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (c->counts_fds[i] >= 0)
+			close(c->counts_fds[i]);
+		if (c->stacks_fds[i] >= 0)
+			close(c->stacks_fds[i]);
+	}
+	cpu_bpf__destroy(c->skel);
+	free(c->perf_fds);
+	free(c->perf_links);
+	free(c->batch_keys);
+	free(c->batch_values);
+	free(c->stack_batch_keys);
+	free(c->stack_batch_values);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int cpu_collector_set_frequency(struct cpu_collector *c, unsigned hz, char *errbuf,
+				size_t errlen)
+{
+	int *fds = calloc(c->ncpus, sizeof(*fds));
+	struct bpf_link **links = calloc(c->ncpus, sizeof(*links));
+	int err = -ENOMEM;
+
+	if (!fds || !links) {
+		snprintf(errbuf, errlen, "out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&c->lock);
+	/* Open the new events before closing the old ones: if the kernel refuses the rate,
+	 * sampling goes on as it was. Idle, one trial open validates the rate. */
+	err = events_open(c, hz, fds, links, errbuf, errlen);
+	if (!err) {
+		if (c->running) {
+			events_close(c->ncpus, c->perf_fds, c->perf_links);
+			memcpy(c->perf_fds, fds, c->ncpus * sizeof(*fds));
+			memcpy(c->perf_links, links, c->ncpus * sizeof(*links));
+		} else {
+			events_close(c->ncpus, fds, links);
+		}
+		c->hz = hz;
+	}
+	pthread_mutex_unlock(&c->lock);
+out:
+	free(fds);
+	free(links);
+	return err;
+}
+
+void cpu_target_state_free(struct cpu_target_state *t)
+{
+	struct cpu_named_stack *n, *tmp;
+
+	HASH_ITER(hh, t->named, n, tmp) {
+		HASH_DEL(t->named, n);
+		free(n);
+	}
+	for (int i = 0; i < CPU_GENS; i++)
+		proc_syms_free(t->gens[i].syms);
+	profile_unref(t->profile);
+	free(t);
+}
+
+/* The slot of generation gen, opening the process's current mappings for a generation seen
+ * for the first time (an exec happened). NULL when it can't be had (process gone). */
+struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
+			       uint32_t gen, struct cpu_gen_syms **slot)
+{
+	struct cpu_gen_syms *victim = &t->gens[0];
+
+	for (int i = 0; i < CPU_GENS; i++) {
+		if (t->gens[i].syms && t->gens[i].gen == gen) {
+			*slot = &t->gens[i];
+			t->gens[i].used_drain = c->drain_seq;
+			return t->gens[i].syms;
+		}
+		if (!t->gens[i].syms || t->gens[i].used_drain < victim->used_drain)
+			victim = &t->gens[i];
+	}
+	/* Only a generation newer than every one known is the current address space. */
+	for (int i = 0; i < CPU_GENS; i++)
+		if (t->gens[i].syms && (int32_t)(t->gens[i].gen - gen) > 0)
+			return NULL;
+	proc_syms_free(victim->syms);
+	victim->syms = NULL;
+	if (proc_syms_new(c->syms, t->pid, &victim->syms))
+		return NULL;
+	victim->gen = gen;
+	victim->refreshed_drain = c->drain_seq;
+	victim->used_drain = c->drain_seq;
+	*slot = victim;
+	return victim->syms;
+}
+
+static int events_start_locked(struct cpu_collector *c, char *errbuf, size_t errlen)
+{
+	int err;
+
+	if (c->running)
+		return 0;
+	err = events_open(c, c->hz, c->perf_fds, c->perf_links, errbuf, errlen);
+	if (!err)
+		c->running = true;
+	return err;
+}
+
+int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profile,
+		      char *errbuf, size_t errlen)
+{
+	struct cpu_target_state *t;
+	struct cpu_target value = {0};
+	struct cpu_gen_syms *slot;
+	bool fresh = false;
+	int err = 0;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t && t->active)
+		goto out;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t) {
+			err = -ENOMEM;
+			snprintf(errbuf, errlen, "out of memory");
+			goto out;
+		}
+		t->pid = pid;
+		t->profile = profile_ref(profile);
+		HASH_ADD_INT(c->targets, pid, t);
+		fresh = true;
+	} else {
+		t->drops = 0;
+		t->gen = (t->gen & ~(CPU_GEN_STEP - 1)) + CPU_GEN_STEP;
+	}
+	/* Read the mappings now, while the process is surely alive. */
+	if (!cpu_gen_syms(c, t, t->gen, &slot)) {
+		err = -ESRCH;
+		snprintf(errbuf, errlen, "process %d is gone", (int)pid);
+		goto undo;
+	}
+	err = events_start_locked(c, errbuf, errlen);
+	if (err)
+		goto undo;
+	value.exec_gen = t->gen;
+	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.targets), &pid, &value, BPF_ANY)) {
+		err = -errno;
+		snprintf(errbuf, errlen, "%s", err == -E2BIG ? "too many targets enabled at once"
+							    : strerror(-err));
+		goto undo;
+	}
+	t->active = true;
+	c->nactive++;
+	goto out;
+undo:
+	if (fresh) {
+		HASH_DEL(c->targets, t);
+		cpu_target_state_free(t);
+	}
+	if (!c->nactive && c->running) {
+		events_close(c->ncpus, c->perf_fds, c->perf_links);
+		c->running = false;
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* Kernel-side drops of an active target so far. */
+static void read_drops(struct cpu_collector *c, struct cpu_target_state *t)
+{
+	struct cpu_target value;
+
+	if (!bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.targets), &t->pid, &value))
+		t->drops = value.drops;
+}
+
+uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid)
+{
+	struct cpu_target_state *t;
+	uint64_t drops = 0;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t && t->active) {
+		read_drops(c, t);
+		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &pid);
+		t->active = false;
+		t->removed_drain = c->drain_seq;
+		drops = t->drops;
+		/* Idle CPUs then take no sampling interrupts at all. */
+		if (--c->nactive == 0 && c->running) {
+			events_close(c->ncpus, c->perf_fds, c->perf_links);
+			c->running = false;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return drops;
+}
+
+int cpu_collector_drain(struct cpu_collector *c, int64_t now)
+{
+	struct cpu_target_state *t, *tmp;
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->targets, t, tmp)
+		if (t->active)
+			read_drops(c, t);
+	err = cpu_drain_locked(c, now);
+	/* A removed target's last samples were in the maps just drained. */
+	HASH_ITER(hh, c->targets, t, tmp) {
+		if (!t->active && t->removed_drain < c->drain_seq) {
+			HASH_DEL(c->targets, t);
+			cpu_target_state_free(t);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats *out)
+{
+	__u64 *values = calloc(c->ncpus, sizeof(*values));
+	__u64 sums[CPU_STAT_NR] = {0};
+
+	for (__u32 i = 0; values && i < CPU_STAT_NR; i++) {
+		if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.stats), &i, values))
+			continue;
+		for (int cpu = 0; cpu < c->ncpus; cpu++)
+			sums[i] += values[cpu];
+	}
+	free(values);
+	out->samples = sums[CPU_STAT_SAMPLES];
+	out->counts_full = sums[CPU_STAT_COUNTS_FULL];
+	out->stacks_full = sums[CPU_STAT_STACKS_FULL];
+	out->ustack_errors = sums[CPU_STAT_USTACK_ERR];
+	out->kstack_errors = sums[CPU_STAT_KSTACK_ERR];
+	out->stacks_lost = atomic_load(&c->stacks_lost);
+	pthread_mutex_lock(&c->lock);
+	out->targets = c->nactive;
+	out->running = c->running;
+	pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t cpu_collector_target_drops(struct cpu_collector *c, pid_t pid)
+{
+	struct cpu_target_state *t;
+	uint64_t drops = 0;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t && t->active)
+		drops = t->drops;
+	pthread_mutex_unlock(&c->lock);
+	return drops;
+}

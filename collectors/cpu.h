@@ -1,0 +1,54 @@
+/* On-CPU sampling: a software cpu-clock perf event per CPU, shared by all targets, and a BPF
+ * program that aggregates samples of enabled processes in the kernel (bpf/cpu.bpf.c). Once a
+ * second the daemon drains the kernel's aggregates, symbolizes each new stack once, and adds
+ * the counts to each target's profile. */
+#ifndef APERTURE_COLLECTORS_CPU_H
+#define APERTURE_COLLECTORS_CPU_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "store/profile.h"
+#include "symbols/symbols.h"
+
+struct cpu_collector;
+
+struct cpu_collector_stats {
+	uint64_t samples;      /* taken in the kernel for enabled processes */
+	uint64_t counts_full;  /* samples dropped: the kernel's counts map was full */
+	uint64_t stacks_full;  /* samples dropped: the kernel's stacks map was full */
+	uint64_t ustack_errors; /* user stack could not be read (sample kept without it) */
+	uint64_t kstack_errors;
+	uint64_t stacks_lost;  /* samples dropped: their stack was gone when drained */
+	unsigned targets;      /* processes being sampled now */
+	int running;           /* perf events open */
+};
+
+/* Loads and verifies the BPF programs; opens no perf event yet. -errno (e.g. -EPERM without
+ * CAP_BPF/CAP_PERFMON) with a reason in errbuf. */
+int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
+		      struct cpu_collector **out, char *errbuf, size_t errlen);
+void cpu_collector_free(struct cpu_collector *c);
+
+/* Applies a new sampling frequency, re-opening the perf events if they are open.
+ * -errno with a reason in errbuf if the kernel refuses it (nothing changes then). */
+int cpu_collector_set_frequency(struct cpu_collector *c, unsigned hz, char *errbuf,
+				size_t errlen);
+
+/* Starts sampling process pid into profile (referenced). Reads the process's mappings now, so
+ * its samples can be named even after it exits. -ESRCH if gone, -E2BIG if too many targets. */
+int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profile,
+		      char *errbuf, size_t errlen);
+
+/* Stops sampling pid. Samples already taken still reach its profile at the next drain.
+ * Returns the samples of pid the kernel dropped during this enable. */
+uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid);
+
+/* Moves the kernel's aggregates into the profiles, counted at second now. */
+int cpu_collector_drain(struct cpu_collector *c, int64_t now);
+
+void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats *out);
+
+/* Samples of pid dropped in the kernel during the current enable (0 if not enabled). */
+uint64_t cpu_collector_target_drops(struct cpu_collector *c, pid_t pid);
+
+#endif

@@ -1,0 +1,170 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <bpf/libbpf_version.h>
+#include <elfutils/version.h>
+#include "collectors/cpu.h"
+#include "daemon/aperture.h"
+#include "daemon/targets.h"
+#include "symbols/symbols.h"
+
+int64_t aperture_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec;
+}
+
+void aperture_format_time(int64_t t, char *buf, size_t len)
+{
+	time_t tt = t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void aperture_set_error(struct aperture *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&a->error_lock);
+	va_start(ap, fmt);
+	vsnprintf(a->last_error, sizeof(a->last_error), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&a->error_lock);
+}
+
+int aperture_init(struct aperture *a, const char *mountpoint)
+{
+	int err;
+
+	memset(a, 0, sizeof(*a));
+	a->started = aperture_now();
+	snprintf(a->mountpoint, sizeof(a->mountpoint), "%s", mountpoint);
+	pthread_mutex_init(&a->error_lock, NULL);
+	pthread_mutex_init(&a->loop_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->loop_wake, &ca);
+	pthread_condattr_destroy(&ca);
+	config_init(a);
+
+	err = symbolizer_new(&a->syms);
+	if (err)
+		return err;
+	err = cpu_collector_new(a->syms, config_get(a, CONFIG_FREQUENCY_HZ), &a->cpu,
+				a->cpu_error, sizeof(a->cpu_error));
+	if (err)
+		a->cpu = NULL;
+	return targets_new(a, &a->targets);
+}
+
+/* Drains at each whole second, so a bucket holds one second of samples. */
+static void *loop_main(void *arg)
+{
+	struct aperture *a = arg;
+	struct timespec next;
+	int err;
+
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	pthread_mutex_lock(&a->loop_lock);
+	while (!a->loop_stop) {
+		next.tv_sec++;
+		while (!a->loop_stop &&
+		       pthread_cond_timedwait(&a->loop_wake, &a->loop_lock, &next) != ETIMEDOUT)
+			;
+		if (a->loop_stop)
+			break;
+		pthread_mutex_unlock(&a->loop_lock);
+		if (a->cpu) {
+			err = cpu_collector_drain(a->cpu, aperture_now());
+			if (err)
+				aperture_set_error(a, "draining cpu samples: %s", strerror(-err));
+		}
+		targets_tick(a->targets, aperture_now());
+		pthread_mutex_lock(&a->loop_lock);
+	}
+	pthread_mutex_unlock(&a->loop_lock);
+	return NULL;
+}
+
+int aperture_start(struct aperture *a)
+{
+	int err = pthread_create(&a->loop_thread, NULL, loop_main, a);
+
+	if (err)
+		return -err;
+	a->loop_running = true;
+	return 0;
+}
+
+void aperture_stop(struct aperture *a)
+{
+	if (!a->loop_running)
+		return;
+	pthread_mutex_lock(&a->loop_lock);
+	a->loop_stop = true;
+	pthread_cond_signal(&a->loop_wake);
+	pthread_mutex_unlock(&a->loop_lock);
+	pthread_join(a->loop_thread, NULL);
+	a->loop_running = false;
+}
+
+void aperture_fini(struct aperture *a)
+{
+	aperture_stop(a);
+	targets_free(a->targets);
+	/* Closing the collector's links and perf events detaches every BPF program. */
+	cpu_collector_free(a->cpu);
+	symbolizer_free(a->syms);
+	pthread_cond_destroy(&a->loop_wake);
+	pthread_mutex_destroy(&a->loop_lock);
+	pthread_mutex_destroy(&a->error_lock);
+}
+
+int aperture_status(struct aperture *a, FILE *out)
+{
+	struct cpu_collector_stats cs = {0};
+	unsigned enabled, exited;
+	uint64_t drops;
+
+	targets_count(a->targets, &enabled, &exited);
+	if (a->cpu)
+		cpu_collector_get_stats(a->cpu, &cs);
+	drops = cs.counts_full + cs.stacks_full + cs.stacks_lost;
+	fprintf(out, "version: %s\n", APERTURE_VERSION);
+	fprintf(out, "uptime_s: %lld\n", (long long)(aperture_now() - a->started));
+	fprintf(out, "mountpoint: %s\n", a->mountpoint);
+	fprintf(out, "targets_enabled: %u\ntargets_exited: %u\n", enabled, exited);
+	fprintf(out, "frequency_hz: %llu\n",
+		(unsigned long long)config_get(a, CONFIG_FREQUENCY_HZ));
+	if (!a->cpu)
+		fprintf(out, "cpu: unavailable: %s\n", a->cpu_error);
+	else
+		fprintf(out, "cpu: %s\n", cs.running ? "sampling" : "idle");
+	fprintf(out, "samples: %llu\n", (unsigned long long)cs.samples);
+	fprintf(out, "drops: %llu\n", (unsigned long long)drops);
+	fprintf(out, "drops_counts_map_full: %llu\n", (unsigned long long)cs.counts_full);
+	fprintf(out, "drops_stacks_map_full: %llu\n", (unsigned long long)cs.stacks_full);
+	fprintf(out, "drops_stack_lost: %llu\n", (unsigned long long)cs.stacks_lost);
+	fprintf(out, "user_stack_errors: %llu\n", (unsigned long long)cs.ustack_errors);
+	fprintf(out, "kernel_stack_errors: %llu\n", (unsigned long long)cs.kstack_errors);
+	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
+	pthread_mutex_lock(&a->error_lock);
+	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");
+	pthread_mutex_unlock(&a->error_lock);
+	return 0;
+}
+
+int aperture_version(FILE *out)
+{
+	fprintf(out, "aperture %s\n", APERTURE_VERSION);
+	fprintf(out, "libbpf %d.%d\n", LIBBPF_MAJOR_VERSION, LIBBPF_MINOR_VERSION);
+	fprintf(out, "elfutils 0.%d\n", _ELFUTILS_VERSION);
+	return 0;
+}

@@ -1,0 +1,56 @@
+/* The daemon's core: settings, collectors, targets. The FUSE tree (fs/) reads and controls
+ * the daemon only through this header, daemon/targets.h and daemon/config.h. */
+#ifndef APERTURE_DAEMON_APERTURE_H
+#define APERTURE_DAEMON_APERTURE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "daemon/config.h"
+
+struct symbolizer;
+struct cpu_collector;
+struct targets;
+
+struct aperture {
+	int64_t started;          /* unix seconds */
+	char mountpoint[4096];
+	_Atomic uint64_t config[CONFIG_NR];
+	struct symbolizer *syms;
+	struct cpu_collector *cpu; /* NULL when BPF is unavailable; cpu_error says why */
+	char cpu_error[256];
+	struct targets *targets;
+
+	pthread_mutex_t error_lock;
+	char last_error[256];     /* of the daemon-wide files (config/) */
+
+	pthread_t loop_thread;
+	pthread_mutex_t loop_lock;
+	pthread_cond_t loop_wake;
+	bool loop_running, loop_stop;
+};
+
+/* Loads what the daemon needs. A collector that can't start (no BPF here, say) leaves the
+ * daemon running without it, its reason shown in status. */
+int aperture_init(struct aperture *a, const char *mountpoint);
+/* Starts the once-a-second loop that drains collectors and ages targets. Call after any
+ * fork (daemonizing). */
+int aperture_start(struct aperture *a);
+void aperture_stop(struct aperture *a);
+void aperture_fini(struct aperture *a);
+
+/* Daemon-wide `last_error: ...` for status. printf-style. */
+void aperture_set_error(struct aperture *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+int aperture_status(struct aperture *a, FILE *out);
+int aperture_version(FILE *out);
+
+/* Current unix time in seconds. */
+int64_t aperture_now(void);
+/* Unix seconds as ISO-8601 UTC, e.g. 2026-11-21T14:03:05Z. */
+void aperture_format_time(int64_t t, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,110 @@
+/* aperture: a profiler that is a filesystem. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include "daemon/aperture.h"
+#include "fs/fs.h"
+
+#define DEFAULT_MOUNTPOINT "/aperture"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: aperture mount [--foreground] [--allow-other] [MOUNTPOINT]\n"
+		"       aperture --help | --version\n"
+		"\n"
+		"Mounts the profiling tree at MOUNTPOINT (default " DEFAULT_MOUNTPOINT ").\n"
+		"Then: echo 1 > MOUNTPOINT/targets/PID/enable; cat MOUNTPOINT/targets/PID/cpu.folded\n"
+		"\n"
+		"  -f, --foreground   stay in the foreground (for systemd and containers)\n"
+		"  -a, --allow-other  let other users in; each sees only its own processes\n"
+		"  -h, --help         this text\n"
+		"  -V, --version      version and library versions\n"
+		"\n"
+		"SIGINT or SIGTERM unmounts and detaches every BPF program; so does\n"
+		"`umount MOUNTPOINT`. Needs root (BPF, perf events, FUSE mounts).\n"
+		"MOUNTPOINT/README describes every file.\n");
+}
+
+/* Every ELF file the symbolizer caches stays open, and so may hundreds of libraries. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "allow-other", no_argument, NULL, 'a' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct fs_options opt = { .mountpoint = DEFAULT_MOUNTPOINT };
+	struct aperture a;
+	struct fs *fs = NULL;
+	int c, err;
+
+	while ((c = getopt_long(argc, argv, "fah", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f': opt.foreground = true; break;
+		case 'a': opt.allow_other = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc)
+		opt.mountpoint = argv[optind++];
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	raise_fd_limit();
+	err = aperture_init(&a, opt.mountpoint);
+	if (err) {
+		fprintf(stderr, "aperture: %s\n", strerror(-err));
+		return 1;
+	}
+	if (!a.cpu)
+		fprintf(stderr, "aperture: cpu profiling unavailable: %s\n", a.cpu_error);
+	err = fs_mount(&a, &opt, &fs);
+	if (err) {
+		fprintf(stderr, "aperture: mounting %s: %s%s\n", opt.mountpoint, strerror(-err),
+			err == -EBUSY ? " (another aperture daemon serves it)" : "");
+		goto out;
+	}
+	err = fs_daemonize(&opt);
+	if (!err)
+		err = aperture_start(&a);
+	if (!err)
+		err = fs_serve(fs);
+	if (err)
+		fprintf(stderr, "aperture: %s\n", strerror(-err));
+	aperture_stop(&a);
+	fs_unmount(fs);
+out:
+	aperture_fini(&a);
+	return err ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "mount"))
+		return cmd_mount(argc - 1, argv + 1);
+	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
+		return fs_version(stdout) ? 1 : 0;
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		usage(stdout);
+		return 0;
+	}
+	usage(stderr);
+	return 2;
+}

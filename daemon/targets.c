@@ -1,0 +1,484 @@
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+#include "collectors/cpu.h"
+#include "daemon/aperture.h"
+#include "daemon/proc_identity.h"
+#include "daemon/targets.h"
+#include "daemon/value.h"
+
+struct target {
+	pid_t pid;
+	struct proc_identity id;
+	enum target_state state;
+	int64_t since, expires, exited_at;
+	struct profile *profiles[TARGET_PROFILE_NR];
+	uint64_t cpu_drops;      /* kernel-side drops of enables that ended */
+	char last_error[256];
+	UT_hash_handle hh;
+};
+
+struct targets {
+	struct aperture *a;
+	pthread_mutex_t lock;    /* the table and every record */
+	struct target *by_pid;
+};
+
+static const char *const state_names[] = {
+	[TARGET_DISABLED] = "disabled",
+	[TARGET_ENABLED] = "enabled",
+	[TARGET_EXPIRED] = "expired",
+	[TARGET_EXITED] = "exited",
+};
+
+static const char *const profile_units[TARGET_PROFILE_NR] = {
+	[TARGET_PROFILE_CPU] = "samples",
+};
+
+int targets_new(struct aperture *a, struct targets **out)
+{
+	struct targets *ts = calloc(1, sizeof(*ts));
+
+	if (!ts)
+		return -ENOMEM;
+	ts->a = a;
+	pthread_mutex_init(&ts->lock, NULL);
+	*out = ts;
+	return 0;
+}
+
+static void target_free(struct target *t)
+{
+	for (int i = 0; i < TARGET_PROFILE_NR; i++)
+		profile_unref(t->profiles[i]);
+	free(t);
+}
+
+static void target_drop_locked(struct targets *ts, struct target *t)
+{
+	if (t->state == TARGET_ENABLED && ts->a->cpu)
+		cpu_collector_remove(ts->a->cpu, t->pid);
+	HASH_DEL(ts->by_pid, t);
+	target_free(t);
+}
+
+void targets_free(struct targets *ts)
+{
+	struct target *t, *tmp;
+
+	if (!ts)
+		return;
+	HASH_ITER(hh, ts->by_pid, t, tmp)
+		target_drop_locked(ts, t);
+	pthread_mutex_destroy(&ts->lock);
+	free(ts);
+}
+
+/* The record of pid, if it still describes the process that has that pid now: a record of an
+ * exited process whose pid was reused is dropped. *live tells whether pid is a live process
+ * (its identity in *id). */
+static struct target *resolve_locked(struct targets *ts, pid_t pid, struct proc_identity *id,
+				     bool *live)
+{
+	struct target *t;
+
+	*live = proc_identity_read(pid, id) == 0;
+	HASH_FIND_INT(ts->by_pid, &pid, t);
+	if (t && *live && !proc_identity_same(&t->id, id)) {
+		target_drop_locked(ts, t);
+		t = NULL;
+	}
+	return t;
+}
+
+/* The record of pid, made if pid is a live process without one. */
+static int get_record_locked(struct targets *ts, pid_t pid, struct target **out)
+{
+	struct proc_identity id;
+	struct target *t;
+	bool live;
+
+	t = resolve_locked(ts, pid, &id, &live);
+	if (!t) {
+		if (!live)
+			return -ENOENT;
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		t->pid = pid;
+		t->id = id;
+		t->state = TARGET_DISABLED;
+		t->since = aperture_now();
+		HASH_ADD_INT(ts->by_pid, pid, t);
+	}
+	*out = t;
+	return 0;
+}
+
+int targets_info(struct targets *ts, pid_t pid, struct target_info *out)
+{
+	struct proc_identity id;
+	struct target *t;
+	bool live;
+	int err = 0;
+
+	pthread_mutex_lock(&ts->lock);
+	t = resolve_locked(ts, pid, &id, &live);
+	if (t)
+		id = t->id;
+	if (!t && !live) {
+		err = -ENOENT;
+		goto out;
+	}
+	out->ruid = id.ruid;
+	out->euid = id.euid;
+	out->suid = id.suid;
+	out->rgid = id.rgid;
+	out->state = t ? t->state : TARGET_DISABLED;
+	out->since = t ? t->since : ts->a->started;
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int targets_list(struct targets *ts, pid_t **pids, size_t *n)
+{
+	size_t len = 0, cap = 256;
+	pid_t *v = malloc(cap * sizeof(*v));
+	struct dirent *de;
+	struct target *t, *tmp;
+	DIR *proc;
+
+	if (!v)
+		return -ENOMEM;
+	proc = opendir("/proc");
+	/* /proc lists each process once, by its main thread: threads are not listed. */
+	while (proc && (de = readdir(proc))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end || pid <= 0)
+			continue;
+		if (len == cap) {
+			pid_t *bigger = realloc(v, 2 * cap * sizeof(*v));
+
+			if (!bigger)
+				break;
+			v = bigger;
+			cap *= 2;
+		}
+		v[len++] = pid;
+	}
+	if (proc)
+		closedir(proc);
+	pthread_mutex_lock(&ts->lock);
+	HASH_ITER(hh, ts->by_pid, t, tmp) {
+		if (t->state != TARGET_EXITED)
+			continue;
+		if (len == cap) {
+			pid_t *bigger = realloc(v, 2 * cap * sizeof(*v));
+
+			if (!bigger)
+				break;
+			v = bigger;
+			cap *= 2;
+		}
+		v[len++] = t->pid;
+	}
+	pthread_mutex_unlock(&ts->lock);
+	qsort(v, len, sizeof(*v), cmp_pid);
+	*n = 0;
+	for (size_t i = 0; i < len; i++)
+		if (*n == 0 || v[*n - 1] != v[i])
+			v[(*n)++] = v[i];
+	*pids = v;
+	return 0;
+}
+
+static void target_error(struct target *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void target_error(struct target *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t->last_error, sizeof(t->last_error), fmt, ap);
+	va_end(ap);
+}
+
+static int profiles_ensure(struct target *t)
+{
+	for (int i = 0; i < TARGET_PROFILE_NR; i++) {
+		if (!t->profiles[i])
+			t->profiles[i] = profile_new(profile_units[i]);
+		if (!t->profiles[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint64_t duration)
+{
+	struct aperture *a = ts->a;
+	char why[200];
+	int err;
+
+	if (t->state != TARGET_ENABLED) {
+		if (!a->cpu) {
+			target_error(t, "enable: the cpu collector is unavailable: %s", a->cpu_error);
+			return -EOPNOTSUPP;
+		}
+		err = profiles_ensure(t);
+		if (err) {
+			target_error(t, "enable: out of memory");
+			return err;
+		}
+		err = cpu_collector_add(a->cpu, t->pid, t->profiles[TARGET_PROFILE_CPU], why,
+					sizeof(why));
+		if (err) {
+			target_error(t, "enable: cpu collector: %s", why);
+			return err;
+		}
+		t->state = TARGET_ENABLED;
+		t->since = now;
+	}
+	t->expires = duration ? now + (int64_t)duration : 0;
+	return 0;
+}
+
+static void disable_locked(struct targets *ts, struct target *t, enum target_state to,
+			   int64_t now)
+{
+	if (t->state == TARGET_ENABLED) {
+		if (ts->a->cpu)
+			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid);
+		t->state = to;
+		t->since = now;
+	} else if (to == TARGET_EXITED) {
+		t->state = to;
+		t->since = now;
+	}
+	t->expires = 0;
+}
+
+int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t len)
+{
+	int64_t now = aperture_now();
+	uint64_t duration;
+	char shown[64];
+	struct target *t;
+	int err, on;
+
+	pthread_mutex_lock(&ts->lock);
+	err = get_record_locked(ts, pid, &t);
+	if (err)
+		goto out;
+	err = value_parse_enable(buf, len, &on, &duration);
+	if (err) {
+		value_quote(buf, len, shown, sizeof(shown));
+		if (err == -ERANGE)
+			target_error(t, "enable: \"%s\": a duration runs from 1s to 7d", shown);
+		else
+			target_error(t, "enable: \"%s\" is not 0, 1 or a duration (30s, 5m, 2h, 1d)",
+				     shown);
+		goto out;
+	}
+	if (t->state == TARGET_EXITED) {
+		err = -ESRCH;
+		target_error(t, "enable: process %d has exited", (int)pid);
+		goto out;
+	}
+	if (on)
+		err = enable_locked(ts, t, now, duration);
+	else
+		disable_locked(ts, t, TARGET_DISABLED, now);
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t len)
+{
+	struct target *t;
+	uint64_t v;
+	char shown[64];
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = get_record_locked(ts, pid, &t);
+	if (err)
+		goto out;
+	err = value_parse_uint(buf, len, 1, 1, &v);
+	if (err) {
+		value_quote(buf, len, shown, sizeof(shown));
+		target_error(t, "reset: \"%s\": write 1 to forget what was collected", shown);
+		err = -EINVAL;
+		goto out;
+	}
+	for (int i = 0; i < TARGET_PROFILE_NR; i++)
+		if (t->profiles[i])
+			profile_reset(t->profiles[i]);
+	t->cpu_drops = 0;
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_read_enable(struct targets *ts, pid_t pid, FILE *out)
+{
+	struct target_info info;
+	int err = targets_info(ts, pid, &info);
+
+	if (err)
+		return err;
+	fprintf(out, "%d\n", info.state == TARGET_ENABLED);
+	return 0;
+}
+
+static void print_time(FILE *out, const char *key, int64_t t)
+{
+	char when[32];
+
+	aperture_format_time(t, when, sizeof(when));
+	fprintf(out, "%s: %s\n", key, when);
+}
+
+int targets_status(struct targets *ts, pid_t pid, FILE *out)
+{
+	struct aperture *a = ts->a;
+	struct profile_stats ps = {0};
+	struct proc_identity id;
+	struct target *t;
+	bool live;
+	uint64_t drops;
+	int err = 0;
+
+	pthread_mutex_lock(&ts->lock);
+	t = resolve_locked(ts, pid, &id, &live);
+	if (!t && !live) {
+		err = -ENOENT;
+		goto out;
+	}
+	if (t)
+		id = t->id;
+	fprintf(out, "pid: %d\ncomm: %s\n", (int)pid, id.comm);
+	fprintf(out, "state: %s\n", state_names[t ? t->state : TARGET_DISABLED]);
+	if (t)
+		print_time(out, "since", t->since);
+	if (t && t->expires)
+		print_time(out, "expires", t->expires);
+	else
+		fprintf(out, "expires: never\n");
+	if (t && t->state == TARGET_EXITED)
+		print_time(out, "retained_until",
+			   t->since + (int64_t)config_get(a, CONFIG_RETAIN_EXITED_S));
+	fprintf(out, "runtime: native\n");
+	if (!a->cpu)
+		fprintf(out, "cpu: unavailable: %s\n", a->cpu_error);
+	else if (t && t->state == TARGET_ENABLED)
+		fprintf(out, "cpu: running at %llu Hz\n",
+			(unsigned long long)config_get(a, CONFIG_FREQUENCY_HZ));
+	else
+		fprintf(out, "cpu: off\n");
+	if (t && t->profiles[TARGET_PROFILE_CPU])
+		profile_get_stats(t->profiles[TARGET_PROFILE_CPU], &ps);
+	drops = t ? t->cpu_drops : 0;
+	if (t && t->state == TARGET_ENABLED && a->cpu)
+		drops += cpu_collector_target_drops(a->cpu, pid);
+	fprintf(out, "samples: %llu\ndrops: %llu\n", (unsigned long long)ps.total,
+		(unsigned long long)drops);
+	fprintf(out, "last_error: %s\n", t && t->last_error[0] ? t->last_error : "none");
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
+		     struct profile_snapshot **out)
+{
+	struct proc_identity id;
+	struct profile *p = NULL;
+	struct target *t;
+	bool live;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	t = resolve_locked(ts, pid, &id, &live);
+	if (t && t->profiles[which])
+		p = profile_ref(t->profiles[which]);
+	pthread_mutex_unlock(&ts->lock);
+	if (!t && !live)
+		return -ENOENT;
+	if (!p)
+		p = profile_new(profile_units[which]);
+	if (!p)
+		return -ENOMEM;
+	err = profile_snapshot(p, 0, out);
+	profile_unref(p);
+	return err;
+}
+
+/* Whether a record is still worth keeping for a process that is alive. */
+static bool worth_keeping(const struct target *t)
+{
+	struct profile_stats ps = {0};
+
+	if (t->state != TARGET_DISABLED || t->last_error[0])
+		return true;
+	for (int i = 0; i < TARGET_PROFILE_NR; i++) {
+		if (!t->profiles[i])
+			continue;
+		profile_get_stats(t->profiles[i], &ps);
+		if (ps.total)
+			return true;
+	}
+	return false;
+}
+
+void targets_tick(struct targets *ts, int64_t now)
+{
+	int64_t retain = config_get(ts->a, CONFIG_RETAIN_EXITED_S);
+	struct proc_identity id;
+	struct target *t, *tmp;
+
+	pthread_mutex_lock(&ts->lock);
+	HASH_ITER(hh, ts->by_pid, t, tmp) {
+		if (t->state == TARGET_ENABLED && t->expires && now >= t->expires)
+			disable_locked(ts, t, TARGET_EXPIRED, now);
+		if (t->state != TARGET_EXITED &&
+		    (proc_identity_read(t->pid, &id) || !proc_identity_same(&t->id, &id))) {
+			if (!worth_keeping(t)) {
+				target_drop_locked(ts, t);
+				continue;
+			}
+			disable_locked(ts, t, TARGET_EXITED, now);
+		}
+		if (t->state == TARGET_EXITED && now >= t->since + retain)
+			target_drop_locked(ts, t);
+	}
+	pthread_mutex_unlock(&ts->lock);
+}
+
+void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited)
+{
+	struct target *t, *tmp;
+
+	*enabled = *exited = 0;
+	pthread_mutex_lock(&ts->lock);
+	HASH_ITER(hh, ts->by_pid, t, tmp) {
+		*enabled += t->state == TARGET_ENABLED;
+		*exited += t->state == TARGET_EXITED;
+	}
+	pthread_mutex_unlock(&ts->lock);
+}

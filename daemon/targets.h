@@ -1,0 +1,65 @@
+/* The targets: every process the tree shows under targets/<pid>/. A live process that was
+ * never enabled needs no record; one is made when a control file of it is written, and kept
+ * while it is enabled, holds data, or has an error to show. An exited process's record stays
+ * readable for config/retain_exited_s. */
+#ifndef APERTURE_DAEMON_TARGETS_H
+#define APERTURE_DAEMON_TARGETS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include "store/profile.h"
+
+struct aperture;
+struct targets;
+
+enum target_state {
+	TARGET_DISABLED,
+	TARGET_ENABLED,
+	TARGET_EXPIRED,  /* a temporary enable ran out */
+	TARGET_EXITED,
+};
+
+enum target_profile {
+	TARGET_PROFILE_CPU,
+	TARGET_PROFILE_NR,
+};
+
+struct target_info {
+	uid_t ruid, euid, suid;
+	gid_t rgid;
+	enum target_state state;
+	int64_t since;  /* last change of state; start of the process if never enabled */
+};
+
+int targets_new(struct aperture *a, struct targets **out);
+void targets_free(struct targets *ts);
+
+/* -ENOENT if pid is neither a live process (not a thread) nor a retained exited one. */
+int targets_info(struct targets *ts, pid_t pid, struct target_info *out);
+
+/* Live processes and retained exited ones, ascending. *pids is the caller's to free. */
+int targets_list(struct targets *ts, pid_t **pids, size_t *n);
+
+/* Control files. Each returns 0 or a negative errno (-EINVAL, -ERANGE, -ESRCH for an exited
+ * process, -ENOENT for no such process, or a collector's error) and, on error, changes
+ * nothing and leaves the reason as the target's last_error. */
+int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t len);
+int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t len);
+
+int targets_read_enable(struct targets *ts, pid_t pid, FILE *out);
+int targets_status(struct targets *ts, pid_t pid, FILE *out);
+
+/* A snapshot of one profile of pid (an empty one if it has none). Caller frees it with
+ * profile_snapshot_free. */
+int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
+		     struct profile_snapshot **out);
+
+/* Once a second: temporary enables that ran out, processes that exited, records past their
+ * retention. */
+void targets_tick(struct targets *ts, int64_t now);
+
+void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited);
+
+#endif

@@ -1,0 +1,23 @@
+/* Values written to control files: exactly one value, one trailing newline optional, nothing
+ * else (no spaces, no second value). Pure parsing, no state. */
+#ifndef APERTURE_DAEMON_VALUE_H
+#define APERTURE_DAEMON_VALUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Unsigned decimal integer in [min, max]. -EINVAL if malformed, -ERANGE if outside. */
+int value_parse_uint(const char *buf, size_t len, uint64_t min, uint64_t max, uint64_t *out);
+
+#define ENABLE_MAX_DURATION_S (7 * 24 * 3600)
+
+/* What `enable` accepts: "0", "1", or a duration "<N>s|m|h|d" from 1s to 7d.
+ * *duration_s is 0 for "0" and "1" (no expiry). -EINVAL if malformed, -ERANGE if the
+ * duration is 0 or longer than ENABLE_MAX_DURATION_S. */
+int value_parse_enable(const char *buf, size_t len, int *on, uint64_t *duration_s);
+
+/* A written value made fit for an error message: the trailing newline dropped, other
+ * unprintable bytes, '"' and '\\' as \xNN, cut with "..." to fit outlen (>= 4). */
+void value_quote(const char *buf, size_t len, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,22 @@
+#ifndef APERTURE_FS_INTERNAL_H
+#define APERTURE_FS_INTERNAL_H
+
+#include <fuse3/fuse_lowlevel.h>
+#include "fs/access.h"
+#include "fs/nodes.h"
+#include "fs/render_pool.h"
+#include "fs/snapshot.h"
+
+struct fs {
+	struct aperture *a;
+	struct fuse_session *se;
+	struct render_pool *pool;
+	struct snapshot_table *snaps;
+	/* APERTURE_TEST_RENDER_DELAY_MS: makes every slow render take this long, so tests can
+	 * prove a slow render stalls nothing else. */
+	unsigned render_delay_ms;
+};
+
+extern const struct fuse_lowlevel_ops fs_ops;
+
+#endif

@@ -1,0 +1,146 @@
+#include <errno.h>
+#include "daemon/aperture.h"
+#include "daemon/targets.h"
+#include "fs/fs.h"
+#include "fs/nodes.h"
+#include "views/views.h"
+
+extern const char fs_tree_readme[];
+
+static int render_readme(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return fputs(fs_tree_readme, out) < 0 ? -EIO : 0;
+}
+
+static int render_version(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return fs_version(out);
+}
+
+static int render_status(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return aperture_status(a, out);
+}
+
+static int render_config(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return config_read(a, ref->node->arg, out);
+}
+
+static int write_config(struct aperture *a, const struct node_ref *ref, const char *buf,
+			size_t len)
+{
+	return config_write(a, ref->node->arg, buf, len);
+}
+
+static int render_enable(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return targets_read_enable(a->targets, ref->pid, out);
+}
+
+static int write_enable(struct aperture *a, const struct node_ref *ref, const char *buf,
+			size_t len)
+{
+	return targets_write_enable(a->targets, ref->pid, buf, len);
+}
+
+static int render_target_status(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return targets_status(a->targets, ref->pid, out);
+}
+
+static int write_reset(struct aperture *a, const struct node_ref *ref, const char *buf,
+		       size_t len)
+{
+	return targets_write_reset(a->targets, ref->pid, buf, len);
+}
+
+enum view_kind { VIEW_FOLDED, VIEW_TOP };
+
+static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	struct profile_snapshot *snap;
+	int err;
+
+	err = targets_snapshot(a->targets, ref->pid, TARGET_PROFILE_CPU, &snap);
+	if (err)
+		return err;
+	switch (ref->node->arg) {
+	case VIEW_FOLDED:
+		err = view_folded(snap, out);
+		break;
+	case VIEW_TOP:
+		err = view_top(snap, out);
+		break;
+	default:
+		err = -EINVAL;
+	}
+	profile_snapshot_free(snap);
+	return err;
+}
+
+#define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
+#define FILE_NODE(n, m, p, r, w) \
+	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
+
+enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS };
+
+const struct node fs_nodes[] = {
+	[N_ROOT] = DIR_NODE("/", 0755, -1),
+	[N_README] = FILE_NODE("README", 0444, N_ROOT, render_readme, NULL),
+	[N_VERSION] = FILE_NODE("version", 0444, N_ROOT, render_version, NULL),
+	[N_STATUS] = FILE_NODE("status", 0444, N_ROOT, render_status, NULL),
+	[N_CONFIG] = DIR_NODE("config", 0755, N_ROOT),
+	[N_FREQUENCY] = { .name = "frequency_hz", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			  .render = render_config, .write = write_config,
+			  .arg = CONFIG_FREQUENCY_HZ },
+	[N_RETAIN] = { .name = "retain_exited_s", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		       .render = render_config, .write = write_config,
+		       .arg = CONFIG_RETAIN_EXITED_S },
+	[N_TARGETS] = DIR_NODE("targets", 0555, N_ROOT),
+};
+const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
+const int fs_node_targets = N_TARGETS;
+
+/* Owner-only modes: the owner shown is the target's uid (see fs/access.c), which is exactly
+ * who besides root may use them. */
+const struct node fs_target_nodes[] = {
+	DIR_NODE("", 0500, N_TARGETS),
+	FILE_NODE("enable", 0600, -1, render_enable, write_enable),
+	FILE_NODE("status", 0400, -1, render_target_status, NULL),
+	FILE_NODE("reset", 0200, -1, NULL, write_reset),
+	{ .name = "cpu.folded", .mode = S_IFREG | 0400, .render = render_view, .slow = true,
+	  .arg = VIEW_FOLDED },
+	{ .name = "cpu.top", .mode = S_IFREG | 0400, .render = render_view, .slow = true,
+	  .arg = VIEW_TOP },
+};
+const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
+
+uint64_t node_ino(int index)
+{
+	return (uint64_t)index + 1;
+}
+
+uint64_t node_target_ino(pid_t pid, int index)
+{
+	return TARGET_INO_BIT | (uint64_t)pid << 8 | (uint64_t)index;
+}
+
+int node_resolve(uint64_t ino, struct node_ref *out)
+{
+	if (ino & TARGET_INO_BIT) {
+		uint64_t index = ino & 0xff, pid = (ino & ~TARGET_INO_BIT) >> 8;
+
+		if (index >= (uint64_t)fs_target_nodes_count || pid == 0 || pid > INT32_MAX)
+			return -ENOENT;
+		out->node = &fs_target_nodes[index];
+		out->pid = pid;
+	} else {
+		if (ino == 0 || ino > (uint64_t)fs_nodes_count)
+			return -ENOENT;
+		out->node = &fs_nodes[ino - 1];
+		out->pid = 0;
+	}
+	out->ino = ino;
+	return 0;
+}

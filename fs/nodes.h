@@ -1,0 +1,52 @@
+/* What the tree holds: every directory and file, its mode, and how it is read and written.
+ *
+ * Inode numbers are computed, not allocated: a daemon-wide node's is 1 + its index in
+ * fs_nodes, and a node under targets/<pid>/ has TARGET_INO_BIT | pid << 8 | its index in
+ * fs_target_nodes (0 being the directory itself). So lookups need no table of live inodes. */
+#ifndef APERTURE_FS_NODES_H
+#define APERTURE_FS_NODES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+struct aperture;
+
+#define TARGET_INO_BIT (1ULL << 40)
+
+struct node_ref;
+
+struct node {
+	const char *name;
+	mode_t mode;      /* type and the permission bits shown (and enforced) */
+	int parent;       /* index in fs_nodes of the parent directory; -1 for the root */
+	/* Renders the whole content at open; NULL if not readable. */
+	int (*render)(struct aperture *a, const struct node_ref *ref, FILE *out);
+	/* Takes one value per write(); NULL if not writable. */
+	int (*write)(struct aperture *a, const struct node_ref *ref, const char *buf, size_t len);
+	bool slow;        /* rendered in the render pool, off the FUSE threads */
+	int arg;          /* which setting, profile or view */
+};
+
+struct node_ref {
+	const struct node *node;
+	uint64_t ino;
+	pid_t pid;        /* for nodes under targets/<pid>/, else 0 */
+};
+
+extern const struct node fs_nodes[];
+extern const int fs_nodes_count;
+extern const struct node fs_target_nodes[];
+extern const int fs_target_nodes_count;
+
+enum { FS_NODE_ROOT = 0 };
+extern const int fs_node_targets; /* index of targets/ in fs_nodes */
+
+/* Resolves an inode number; -ENOENT for a number the tree never hands out. */
+int node_resolve(uint64_t ino, struct node_ref *out);
+uint64_t node_ino(int index);
+uint64_t node_target_ino(pid_t pid, int index);
+
+#endif

@@ -1,0 +1,539 @@
+/* The FUSE low-level operations. The low-level API lets a request be answered later from
+ * another thread: slow renders go to the render pool and free the FUSE worker at once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "daemon/aperture.h"
+#include "daemon/targets.h"
+#include "fs/fs_internal.h"
+
+/* Directories change only when processes come and go; a file's size changes with every
+ * render, so its attributes are never cached. */
+#define DIR_TIMEOUT_S 1.0
+
+struct open_file {
+	struct node_ref ref;
+	struct snapshot *snap; /* NULL when opened only for writing */
+	pid_t opener;
+};
+
+struct dir_listing {
+	char *buf;
+	size_t len;
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct caller caller_of(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	return (struct caller){ .uid = ctx->uid, .gid = ctx->gid, .pid = ctx->pid };
+}
+
+static bool is_dir(const struct node_ref *ref)
+{
+	return S_ISDIR(ref->node->mode);
+}
+
+static int fill_attr(struct fs *fs, const struct node_ref *ref, const struct snapshot *snap,
+		     struct stat *st)
+{
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	err = access_owner(fs->a, ref, &st->st_uid, &st->st_gid);
+	if (err)
+		return err;
+	st->st_ino = ref->ino;
+	st->st_mode = ref->node->mode;
+	st->st_nlink = is_dir(ref) ? 2 : 1;
+	st->st_blksize = 4096;
+	if (snap) {
+		st->st_size = snap->len;
+		st->st_blocks = (snap->len + 511) / 512;
+		st->st_mtim = st->st_ctim = st->st_atim = snap->when;
+	} else {
+		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = fs->a->started;
+	}
+	return 0;
+}
+
+static int render(struct fs *fs, const struct node_ref *ref, struct snapshot **out)
+{
+	char *data = NULL;
+	size_t len = 0;
+	FILE *f;
+	int err;
+
+	f = open_memstream(&data, &len);
+	if (!f)
+		return -errno;
+	err = ref->node->render(fs->a, ref, f);
+	if (fclose(f) && !err)
+		err = -EIO;
+	if (err) {
+		free(data);
+		return err;
+	}
+	*out = snapshot_new(data, len);
+	return *out ? 0 : -ENOMEM;
+}
+
+static void reply_entry(fuse_req_t req, struct fs *fs, const struct node_ref *ref)
+{
+	struct fuse_entry_param e = { .ino = ref->ino };
+	int err = fill_attr(fs, ref, NULL, &e.attr);
+
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	e.entry_timeout = DIR_TIMEOUT_S;
+	e.attr_timeout = is_dir(ref) ? DIR_TIMEOUT_S : 0;
+	fuse_reply_entry(req, &e);
+}
+
+static bool parse_pid(const char *name, pid_t *pid)
+{
+	long v = 0;
+
+	if (!*name || *name == '0' || strlen(name) > 9)
+		return false;
+	for (const char *p = name; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (*p - '0');
+	}
+	*pid = v;
+	return true;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	struct caller c = caller_of(req);
+	struct node_ref dir, ref = {0};
+	struct target_info ti;
+	int err;
+
+	err = node_resolve(parent, &dir);
+	if (err || !is_dir(&dir)) {
+		fuse_reply_err(req, err ? -err : ENOTDIR);
+		return;
+	}
+	if (dir.pid) {
+		err = access_check(fs->a, &c, &dir, X_OK);
+		if (err) {
+			fuse_reply_err(req, -err);
+			return;
+		}
+		for (int i = 1; i < fs_target_nodes_count; i++) {
+			if (!strcmp(fs_target_nodes[i].name, name)) {
+				node_resolve(node_target_ino(dir.pid, i), &ref);
+				reply_entry(req, fs, &ref);
+				return;
+			}
+		}
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (dir.node == &fs_nodes[fs_node_targets]) {
+		pid_t pid;
+
+		if (!parse_pid(name, &pid) || targets_info(fs->a->targets, pid, &ti)) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		node_resolve(node_target_ino(pid, 0), &ref);
+		reply_entry(req, fs, &ref);
+		return;
+	}
+	for (int i = 0; i < fs_nodes_count; i++) {
+		if (fs_nodes[i].parent >= 0 && &fs_nodes[fs_nodes[i].parent] == dir.node &&
+		    !strcmp(fs_nodes[i].name, name)) {
+			node_resolve(node_ino(i), &ref);
+			reply_entry(req, fs, &ref);
+			return;
+		}
+	}
+	fuse_reply_err(req, ENOENT);
+}
+
+static void reply_attr_of(fuse_req_t req, struct fs *fs, const struct node_ref *ref,
+			  const struct snapshot *snap)
+{
+	struct stat st;
+	int err = fill_attr(fs, ref, snap, &st);
+
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, is_dir(ref) ? DIR_TIMEOUT_S : 0);
+}
+
+/* Work a render-pool thread does for a request, then answers it. */
+struct render_job {
+	struct fs *fs;
+	fuse_req_t req;
+	struct node_ref ref;
+	struct caller caller;
+	bool for_open;
+	struct fuse_file_info fi; /* a copy: libfuse's lives on its worker's stack */
+};
+
+static void finish_open(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi,
+			const struct node_ref *ref, pid_t opener, struct snapshot *snap)
+{
+	struct open_file *of = calloc(1, sizeof(*of));
+
+	if (!of) {
+		snapshot_unref(snap);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	of->ref = *ref;
+	of->snap = snap;
+	of->opener = opener;
+	fi->fh = (uintptr_t)of;
+	/* Every read comes to us and is served from this open's snapshot: the page cache is
+	 * per inode and would mix two readers' snapshots. */
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	if (snap)
+		snapshot_table_opened(fs->snaps, ref->ino, opener, snap);
+	if (fuse_reply_open(req, fi)) {
+		/* The opener was interrupted: no release will come for this open. */
+		if (snap)
+			snapshot_table_closed(fs->snaps, ref->ino, opener);
+		snapshot_unref(snap);
+		free(of);
+	}
+}
+
+static void run_render_job(void *arg)
+{
+	struct render_job *job = arg;
+	struct snapshot *snap = NULL;
+	int err;
+
+	if (job->fs->render_delay_ms)
+		usleep(job->fs->render_delay_ms * 1000);
+	err = render(job->fs, &job->ref, &snap);
+	if (err) {
+		fuse_reply_err(job->req, -err);
+	} else if (job->for_open) {
+		finish_open(job->fs, job->req, &job->fi, &job->ref, job->caller.pid, snap);
+	} else {
+		snapshot_table_stash(job->fs->snaps, job->ref.ino, job->caller.pid, snap);
+		reply_attr_of(job->req, job->fs, &job->ref, snap);
+		snapshot_unref(snap);
+	}
+	free(job);
+}
+
+/* Renders ref for a getattr (for_open false) or an open, in the pool when slow. Answers req
+ * in every case. */
+static void render_then_reply(fuse_req_t req, const struct node_ref *ref,
+			      const struct caller *c, bool for_open, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct render_job *job = calloc(1, sizeof(*job));
+	int err;
+
+	if (!job) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	*job = (struct render_job){ .fs = fs, .req = req, .ref = *ref, .caller = *c,
+				    .for_open = for_open };
+	if (fi)
+		job->fi = *fi;
+	if (!ref->node->slow) {
+		run_render_job(job);
+		return;
+	}
+	err = render_pool_submit(fs->pool, run_render_job, job);
+	if (err) {
+		free(job);
+		fuse_reply_err(req, -err);
+	}
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct caller c = caller_of(req);
+	struct snapshot *snap;
+	struct node_ref ref;
+	int err;
+
+	err = node_resolve(ino, &ref);
+	if (!err && ref.pid && !is_dir(&ref))
+		err = access_check(fs->a, &c, &ref, 0);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (is_dir(&ref) || !ref.node->render) {
+		reply_attr_of(req, fs, &ref, NULL);
+		return;
+	}
+	/* fstat() arrives without the file handle: find the caller's open by its pid. */
+	if (fi && fi->fh && ((struct open_file *)(uintptr_t)fi->fh)->snap)
+		snap = snapshot_ref(((struct open_file *)(uintptr_t)fi->fh)->snap);
+	else
+		snap = snapshot_table_reading(fs->snaps, ino, c.pid);
+	if (snap) {
+		reply_attr_of(req, fs, &ref, snap);
+		snapshot_unref(snap);
+		return;
+	}
+	/* A stat before an open: render now, and let this process's next open read this. */
+	if (access_check(fs->a, &c, &ref, R_OK)) {
+		reply_attr_of(req, fs, &ref, NULL);
+		return;
+	}
+	render_then_reply(req, &ref, &c, false, NULL);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct caller c = caller_of(req);
+	struct node_ref ref;
+	int err;
+
+	err = node_resolve(ino, &ref);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	/* Only the truncation of `echo 1 > file` on kernels without atomic O_TRUNC. */
+	if (to_set != FUSE_SET_ATTR_SIZE || attr->st_size != 0 || !ref.node->write) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	err = access_check(fs->a, &c, &ref, W_OK);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		reply_attr_of(req, fs, &ref, NULL);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct fs *fs = fs_of(req);
+	struct caller c = caller_of(req);
+	struct node_ref ref;
+	int err;
+
+	err = node_resolve(ino, &ref);
+	if (!err)
+		err = access_check(fs->a, &c, &ref, mask & (R_OK | W_OK | X_OK));
+	fuse_reply_err(req, -err);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct caller c = caller_of(req);
+	int acc = fi->flags & O_ACCMODE;
+	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
+	struct snapshot *snap;
+	struct node_ref ref;
+	int err;
+
+	err = node_resolve(ino, &ref);
+	if (!err && is_dir(&ref))
+		err = -EISDIR;
+	if (!err)
+		err = access_check(fs->a, &c, &ref, (reads ? R_OK : 0) | (writes ? W_OK : 0));
+	if (!err && ((reads && !ref.node->render) || (writes && !ref.node->write)))
+		err = -EACCES;
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (!reads) {
+		finish_open(fs, req, fi, &ref, c.pid, NULL);
+		return;
+	}
+	snap = snapshot_table_take(fs->snaps, ino, c.pid);
+	if (snap) {
+		finish_open(fs, req, fi, &ref, c.pid, snap);
+		return;
+	}
+	render_then_reply(req, &ref, &c, true, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+
+	if (!of->snap) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (off < 0 || (size_t)off >= of->snap->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > of->snap->len - off)
+		size = of->snap->len - off;
+	fuse_reply_buf(req, of->snap->data + off, size);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+	int err;
+
+	/* One value per write(): the write itself fails when the value is bad. */
+	err = of->ref.node->write(fs->a, &of->ref, buf, size);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_write(req, size);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+
+	if (of->snap) {
+		snapshot_table_closed(fs->snaps, ino, of->opener);
+		snapshot_unref(of->snap);
+	}
+	free(of);
+	fuse_reply_err(req, 0);
+}
+
+static int listing_add(fuse_req_t req, struct dir_listing *l, const char *name, uint64_t ino,
+		       mode_t mode)
+{
+	struct stat st = { .st_ino = ino, .st_mode = mode };
+	size_t need = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
+	char *bigger = realloc(l->buf, l->len + need);
+
+	if (!bigger)
+		return -ENOMEM;
+	l->buf = bigger;
+	fuse_add_direntry(req, l->buf + l->len, need, name, &st, l->len + need);
+	l->len += need;
+	return 0;
+}
+
+static int list_targets(fuse_req_t req, struct fs *fs, struct dir_listing *l)
+{
+	char name[16];
+	pid_t *pids;
+	size_t n;
+	int err;
+
+	err = targets_list(fs->a->targets, &pids, &n);
+	for (size_t i = 0; !err && i < n; i++) {
+		snprintf(name, sizeof(name), "%d", (int)pids[i]);
+		err = listing_add(req, l, name, node_target_ino(pids[i], 0), S_IFDIR);
+	}
+	if (!err)
+		free(pids);
+	return err;
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct caller c = caller_of(req);
+	struct dir_listing *l;
+	struct node_ref ref;
+	int err;
+
+	err = node_resolve(ino, &ref);
+	if (!err && !is_dir(&ref))
+		err = -ENOTDIR;
+	if (!err)
+		err = access_check(fs->a, &c, &ref, R_OK);
+	l = err ? NULL : calloc(1, sizeof(*l));
+	if (!err && !l)
+		err = -ENOMEM;
+	/* The listing is made once, at opendir, so a long readdir sees one consistent list. */
+	if (!err)
+		err = listing_add(req, l, ".", ino, S_IFDIR);
+	if (!err)
+		err = listing_add(req, l, "..", ref.pid ? node_ino(fs_node_targets) : FUSE_ROOT_ID,
+				  S_IFDIR);
+	if (!err && ref.pid) {
+		for (int i = 1; !err && i < fs_target_nodes_count; i++)
+			err = listing_add(req, l, fs_target_nodes[i].name,
+					  node_target_ino(ref.pid, i), fs_target_nodes[i].mode);
+	} else if (!err && ref.node == &fs_nodes[fs_node_targets]) {
+		err = list_targets(req, fs, l);
+	} else if (!err) {
+		for (int i = 0; !err && i < fs_nodes_count; i++)
+			if (fs_nodes[i].parent >= 0 && &fs_nodes[fs_nodes[i].parent] == ref.node)
+				err = listing_add(req, l, fs_nodes[i].name, node_ino(i),
+						  fs_nodes[i].mode);
+	}
+	if (err) {
+		if (l)
+			free(l->buf);
+		free(l);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fi->fh = (uintptr_t)l;
+	if (fuse_reply_open(req, fi)) {
+		free(l->buf);
+		free(l);
+	}
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct dir_listing *l = (struct dir_listing *)(uintptr_t)fi->fh;
+
+	if (off < 0 || (size_t)off >= l->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	/* A slice may end inside an entry: the kernel drops the partial entry and asks again
+	 * from the offset of the last whole one. */
+	if (size > l->len - off)
+		size = l->len - off;
+	fuse_reply_buf(req, l->buf + off, size);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dir_listing *l = (struct dir_listing *)(uintptr_t)fi->fh;
+
+	free(l->buf);
+	free(l);
+	fuse_reply_err(req, 0);
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.access = op_access,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.release = op_release,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+};

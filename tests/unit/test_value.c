@@ -1,0 +1,100 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "daemon/value.h"
+
+static int uint_of(const char *s, uint64_t min, uint64_t max, uint64_t *v)
+{
+	return value_parse_uint(s, strlen(s), min, max, v);
+}
+
+static void test_uint(void **state)
+{
+	uint64_t v = 42;
+
+	assert_int_equal(uint_of("99", 1, 1000, &v), 0);
+	assert_int_equal(v, 99);
+	assert_int_equal(uint_of("99\n", 1, 1000, &v), 0);
+	assert_int_equal(v, 99);
+	v = 7;
+	assert_int_equal(uint_of("", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("\n", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("abc", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("-5", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of(" 5", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("5 ", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("5\n\n", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("5 6", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("0x10", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("0", 1, 1000, &v), -ERANGE);
+	assert_int_equal(uint_of("1001", 1, 1000, &v), -ERANGE);
+	assert_int_equal(uint_of("99999999999999999999999", 1, 1000, &v), -ERANGE);
+	assert_int_equal(uint_of("9999999999999999999999x", 1, 1000, &v), -EINVAL);
+	assert_int_equal(v, 7); /* failures leave the output alone */
+}
+
+static int enable_of(const char *s, int *on, uint64_t *d)
+{
+	return value_parse_enable(s, strlen(s), on, d);
+}
+
+static void test_enable(void **state)
+{
+	uint64_t d;
+	int on;
+
+	assert_int_equal(enable_of("1\n", &on, &d), 0);
+	assert_true(on);
+	assert_int_equal(d, 0);
+	assert_int_equal(enable_of("0", &on, &d), 0);
+	assert_false(on);
+	assert_int_equal(enable_of("30s", &on, &d), 0);
+	assert_true(on);
+	assert_int_equal(d, 30);
+	assert_int_equal(enable_of("5m\n", &on, &d), 0);
+	assert_int_equal(d, 300);
+	assert_int_equal(enable_of("2h", &on, &d), 0);
+	assert_int_equal(d, 7200);
+	assert_int_equal(enable_of("7d", &on, &d), 0);
+	assert_int_equal(d, 7 * 86400);
+
+	assert_int_equal(enable_of("2", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("yes", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("10", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("1 ", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("s", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("30x", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("-1s", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("0s", &on, &d), -ERANGE);
+	assert_int_equal(enable_of("8d", &on, &d), -ERANGE);
+	assert_int_equal(enable_of("99999999999999999999999s", &on, &d), -ERANGE);
+}
+
+static void test_quote(void **state)
+{
+	char out[16];
+
+	value_quote("2\n", 2, out, sizeof(out));
+	assert_string_equal(out, "2");
+	value_quote("a\"b\tc", 5, out, sizeof(out));
+	assert_string_equal(out, "a\\x22b\\x09c");
+	value_quote("0123456789abcdefghij", 20, out, sizeof(out));
+	assert_string_equal(out, "0123456789ab...");
+	value_quote("", 0, out, sizeof(out));
+	assert_string_equal(out, "");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_uint),
+		cmocka_unit_test(test_enable),
+		cmocka_unit_test(test_quote),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
