@@ -1,0 +1,31 @@
+/* Kernel text symbols from /proc/kallsyms, for naming kernel stack addresses.
+ *
+ * kallsyms gives no sizes: a text symbol covers addresses up to the next symbol of any kind.
+ * Non-text symbols are kept only as boundaries so an address past the end of text is not
+ * blamed on the last function. Immutable once built, so lookups need no lock. */
+#ifndef APERTURE_SYMBOLS_KALLSYMS_H
+#define APERTURE_SYMBOLS_KALLSYMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kallsyms;
+
+/* Builds a table from kallsyms text. A text whose addresses are all zero (kptr_restrict, or
+ * read without CAP_SYSLOG) gives an empty table, not an error. Returns 0, -EINVAL for a
+ * malformed line, or -ENOMEM. */
+int kallsyms_parse(const char *text, size_t len, struct kallsyms **out);
+
+/* The same, from a file such as "/proc/kallsyms". Returns 0 or -errno. */
+int kallsyms_load(const char *path, struct kallsyms **out);
+
+void kallsyms_free(struct kallsyms *k);
+
+/* Name of the text symbol covering addr (without any "[module]" tag), or NULL. The string
+ * lives as long as k. */
+const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr);
+
+/* Text symbols in the table. */
+size_t kallsyms_count(const struct kallsyms *k);
+
+#endif

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "symbols/kallsyms.h"
+
+/* Shaped like /proc/kallsyms: aliases at one address, a data symbol ending text, a module. */
+static const char sample[] =
+	"0000000000000000 A fixed_percpu_data\n"
+	"ffffffff81000000 T _stext\n"
+	"ffffffff81000000 T _text\n"
+	"ffffffff81000000 t __pfx_startup\n"
+	"ffffffff81000100 T startup_64\n"
+	"ffffffff81000200 t local_fn\n"
+	"ffffffff81000200 W weak_alias\n"
+	"ffffffff81000300 T __do_thing\n"
+	"ffffffff81000300 t do_thing\n"
+	"ffffffff81000400 D some_data\n"
+	"ffffffff81001000 T after_data\n"
+	"ffffffffc0001000 t mod_fn\t[mymod]\n";
+
+static void test_parse_sample(void **state)
+{
+	struct kallsyms *k;
+
+	assert_int_equal(kallsyms_parse(sample, strlen(sample), &k), 0);
+	/* one name per text address */
+	assert_int_equal(kallsyms_count(k), 6);
+
+	assert_null(kallsyms_lookup(k, 0xffffffff80ffffff));
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000000), "_text");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff810000ff), "_text");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000100), "startup_64");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000150), "startup_64");
+	/* weak beats local; fewer leading underscores beat a global binding */
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000210), "weak_alias");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff810003ff), "do_thing");
+	/* past the end of text, up to the next text symbol */
+	assert_null(kallsyms_lookup(k, 0xffffffff81000400));
+	assert_null(kallsyms_lookup(k, 0xffffffff81000fff));
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81001000), "after_data");
+	/* the module tag is not part of the name */
+	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0001010), "mod_fn");
+	/* nothing ends the last symbol, so it is not stretched without bound */
+	assert_null(kallsyms_lookup(k, 0xffffffffc1001000));
+	kallsyms_free(k);
+}
+
+static void test_parse_hidden_addresses(void **state)
+{
+	static const char hidden[] =
+		"0000000000000000 T _stext\n"
+		"0000000000000000 T schedule\n";
+	struct kallsyms *k;
+
+	assert_int_equal(kallsyms_parse(hidden, strlen(hidden), &k), 0);
+	assert_int_equal(kallsyms_count(k), 0);
+	assert_null(kallsyms_lookup(k, 0));
+	assert_null(kallsyms_lookup(k, 0xffffffff81000000));
+	kallsyms_free(k);
+}
+
+static void test_parse_rejects_garbage(void **state)
+{
+	static const char *const bad[] = {
+		"ffffffff81000000\n",
+		"ffffffff81000000 T\n",
+		"ffffffff81000000 T \n",
+		"zzzz T foo\n",
+		"11ffffffff81000000 T too_long\n",
+		"ffffffff81000000 TT foo\n",
+	};
+	struct kallsyms *k;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(kallsyms_parse(bad[i], strlen(bad[i]), &k), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_sample),
+		cmocka_unit_test(test_parse_hidden_addresses),
+		cmocka_unit_test(test_parse_rejects_garbage),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
