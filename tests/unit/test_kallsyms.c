@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "symbols/kallsyms.h"
+#include "symbols/symbols.h"
 
 /* Shaped like /proc/kallsyms: aliases at one address, a data symbol ending text, a module. */
 static const char sample[] =
@@ -82,12 +85,55 @@ static void test_parse_rejects_garbage(void **state)
 		assert_int_equal(kallsyms_parse(bad[i], strlen(bad[i]), &k), -EINVAL);
 }
 
+/* The address of a symbol as /proc/kallsyms lists it, 0 if absent. */
+static uint64_t kallsyms_address(const char *want)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[1024], name[512], type;
+	uint64_t addr, found = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%" SCNx64 " %c %511s", &addr, &type, name) == 3 &&
+		    (type == 'T' || type == 't') && !strcmp(name, want)) {
+			found = addr;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static void test_real_kernel(void **state)
+{
+	uint64_t sched = kallsyms_address("schedule");
+	struct symbolizer *s;
+	char buf[256];
+
+	if (!sched)
+		skip();	/* kallsyms hidden from us: nothing real to check against */
+	assert_int_equal(symbolizer_new(&s), 0);
+	assert_int_equal(symbolizer_kernel_name(s, sched, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "schedule");
+	/* a return address inside schedule */
+	assert_int_equal(symbolizer_kernel_name(s, sched + 5, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "schedule");
+	/* below the kernel: not covered */
+	assert_int_equal(symbolizer_kernel_name(s, 0x1000, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "[kernel]+0x1000");
+	assert_int_equal(symbolizer_kernel_name(s, sched, buf, 8), -ENOSPC);
+	assert_int_equal(symbolizer_kernel_name(s, 0x1000, buf, 8), -ENOSPC);
+	symbolizer_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_sample),
 		cmocka_unit_test(test_parse_hidden_addresses),
 		cmocka_unit_test(test_parse_rejects_garbage),
+		cmocka_unit_test(test_real_kernel),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

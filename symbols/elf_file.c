@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+
+#include "symbols/addr_table.h"
+#include "symbols/alias.h"
+#include "symbols/debug_file.h"
+#include "symbols/elf_file.h"
+
+/* How far back a lookup walks for an enclosing sized symbol once the nearest one below does
+ * not cover the address. Nesting is rare (assembler labels inside functions); the bound keeps
+ * one giant symbol from making every lookup after it linear. */
+#define MAX_WALK_BACK 64
+
+struct elf_load {
+	uint64_t offset;
+	uint64_t filesz;
+	uint64_t vaddr;
+};
+
+struct elf_sym {
+	uint64_t addr;		/* first: see addr_table.h */
+	uint64_t end;		/* exclusive; for a sizeless symbol the next symbol or section end */
+	uint64_t reach;		/* the largest end of any sized symbol up to this one */
+	const char *name;	/* in libelf's string table, alive as long as dwfl */
+	bool sized;
+	enum alias_binding bind;
+};
+
+struct elf_file {
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	struct elf_file_key key;
+	struct elf_load *loads;
+	size_t nloads;
+	struct elf_sym *syms;	/* sorted by addr, one per address */
+	size_t nsyms;
+};
+
+/* The file itself is always reported with an fd, so find_elf is never asked. */
+static const Dwfl_Callbacks dwfl_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = debug_file_find,
+	.section_address = dwfl_offline_section_address,
+};
+
+static int read_loads(struct elf_file *f, Elf *elf)
+{
+	size_t nphdr, i;
+
+	if (elf_getphdrnum(elf, &nphdr))
+		return -ENOEXEC;
+	f->loads = calloc(nphdr ? nphdr : 1, sizeof(*f->loads));
+	if (!f->loads)
+		return -ENOMEM;
+	for (i = 0; i < nphdr; i++) {
+		GElf_Phdr mem, *ph = gelf_getphdr(elf, i, &mem);
+
+		if (!ph || ph->p_type != PT_LOAD)
+			continue;
+		f->loads[f->nloads++] = (struct elf_load){
+			.offset = ph->p_offset,
+			.filesz = ph->p_filesz,
+			.vaddr = ph->p_vaddr,
+		};
+	}
+	return 0;
+}
+
+static int read_build_id(struct elf_file *f, Elf *elf)
+{
+	const void *id;
+	ssize_t len = dwelf_elf_gnu_build_id(elf, &id);
+	uint8_t *copy;
+
+	if (len <= 0)
+		return 0;
+	/* Copied: the note may live in a buffer libelf frees when the Dwfl goes. */
+	copy = malloc(len);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, id, len);
+	f->key.build_id = copy;
+	f->key.build_id_len = len;
+	return 0;
+}
+
+int elf_file_open(int fd, const char *debug_path, struct elf_file **out)
+{
+	struct elf_file *f;
+	struct stat st;
+	GElf_Addr bias;
+	Elf *elf;
+	int err;
+
+	if (fstat(fd, &st)) {
+		err = -errno;
+		goto err_close;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		err = -ENOMEM;
+		goto err_close;
+	}
+	f->key.dev = st.st_dev;
+	f->key.ino = st.st_ino;
+	f->key.size = st.st_size;
+	f->key.mtime = st.st_mtim;
+
+	f->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (!f->dwfl) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	/* Base 0 with add_p_vaddr: bias 0 for ET_DYN (prelinked or not) and ET_EXEC alike. */
+	f->mod = dwfl_report_elf(f->dwfl, debug_path, debug_path, fd, 0, true);
+	if (!f->mod) {
+		err = -ENOEXEC;
+		goto err_free;
+	}
+	fd = -1;	/* the module owns it now */
+	if (dwfl_report_end(f->dwfl, NULL, NULL)) {
+		err = -ENOEXEC;
+		goto err_free;
+	}
+	elf = dwfl_module_getelf(f->mod, &bias);
+	if (!elf) {
+		err = -ENOEXEC;
+		goto err_free;
+	}
+	err = read_loads(f, elf);
+	if (err)
+		goto err_free;
+	err = read_build_id(f, elf);
+	if (err)
+		goto err_free;
+	*out = f;
+	return 0;
+
+err_free:
+	elf_file_free(f);
+err_close:
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+void elf_file_free(struct elf_file *f)
+{
+	if (!f)
+		return;
+	if (f->dwfl)
+		dwfl_end(f->dwfl);
+	free((void *)f->key.build_id);
+	free(f->loads);
+	free(f->syms);
+	free(f);
+}
+
+const struct elf_file_key *elf_file_key(const struct elf_file *f)
+{
+	return &f->key;
+}
+
+size_t elf_file_symbol_count(const struct elf_file *f)
+{
+	return f->nsyms;
+}
+
+static enum alias_binding binding(const GElf_Sym *sym)
+{
+	switch (GELF_ST_BIND(sym->st_info)) {
+	case STB_GLOBAL:
+	case STB_GNU_UNIQUE:
+		return ALIAS_GLOBAL;
+	case STB_WEAK:
+		return ALIAS_WEAK;
+	default:
+		return ALIAS_LOCAL;
+	}
+}
+
+/* Whether a symbol names code, and where its section ends (module addresses), which bounds a
+ * symbol without a size. */
+static bool is_code(const GElf_Sym *sym, GElf_Word shndx, Elf *elf, Dwarf_Addr bias,
+		    uint64_t *section_end)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+	GElf_Shdr mem, *sh;
+	Elf_Scn *scn;
+
+	if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
+		return false;
+	if (shndx == SHN_UNDEF || shndx == SHN_ABS || shndx == SHN_COMMON)
+		return false;
+	scn = elf ? elf_getscn(elf, shndx) : NULL;
+	sh = scn ? gelf_getshdr(scn, &mem) : NULL;
+	if (!sh) {
+		/* Only .dynsym found through the dynamic segment, without sections. */
+		*section_end = UINT64_MAX;
+		return type != STT_NOTYPE;
+	}
+	/* NOTYPE is also used for data labels; only those in code count. */
+	if (type == STT_NOTYPE && !(sh->sh_flags & SHF_EXECINSTR))
+		return false;
+	*section_end = sh->sh_addr + sh->sh_size + bias;
+	return true;
+}
+
+/* By address; at one address a sized symbol first, then the better alias first, so dedup
+ * keeps the first of each address. */
+static int sym_cmp(const void *pa, const void *pb)
+{
+	const struct elf_sym *a = pa, *b = pb;
+
+	if (a->addr != b->addr)
+		return a->addr < b->addr ? -1 : 1;
+	if (a->sized != b->sized)
+		return a->sized ? -1 : 1;
+	return alias_cmp(a->name, a->bind, b->name, b->bind);
+}
+
+static void finish_table(struct elf_file *f)
+{
+	uint64_t reach = 0;
+	size_t i, n;
+
+	qsort(f->syms, f->nsyms, sizeof(*f->syms), sym_cmp);
+	n = f->nsyms = addr_table_dedup(f->syms, f->nsyms, sizeof(*f->syms));
+	for (i = 0; i < n; i++) {
+		struct elf_sym *s = &f->syms[i];
+
+		if (!s->sized && i + 1 < n && f->syms[i + 1].addr < s->end)
+			s->end = f->syms[i + 1].addr;
+		if (s->sized && s->end > reach)
+			reach = s->end;
+		s->reach = reach;
+	}
+}
+
+int elf_file_load_symbols(struct elf_file *f)
+{
+	int nsyms = dwfl_module_getsymtab(f->mod);
+	size_t cap;
+	int i;
+
+	if (nsyms <= 0)
+		return 0;
+	cap = nsyms;
+	f->syms = calloc(cap, sizeof(*f->syms));
+	if (!f->syms)
+		return -ENOMEM;
+	for (i = 0; i < nsyms; i++) {
+		struct elf_sym *s = &f->syms[f->nsyms];
+		uint64_t section_end;
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		Dwarf_Addr bias;
+		Elf *elf = NULL;
+		const char *name;
+
+		name = dwfl_module_getsym_info(f->mod, i, &sym, &addr, &shndx, &elf, &bias);
+		if (!name || !name[0] || !is_code(&sym, shndx, elf, bias, &section_end))
+			continue;
+		s->addr = addr;
+		s->sized = sym.st_size != 0;
+		s->end = s->sized ? addr + sym.st_size : section_end;
+		s->name = name;
+		s->bind = binding(&sym);
+		if (s->end <= s->addr)
+			continue;
+		f->nsyms++;
+	}
+	finish_table(f);
+	return 0;
+}
+
+int elf_file_vaddr(const struct elf_file *f, uint64_t file_offset, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < f->nloads; i++) {
+		const struct elf_load *l = &f->loads[i];
+
+		if (file_offset >= l->offset && file_offset - l->offset < l->filesz) {
+			*vaddr = file_offset - l->offset + l->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+const char *elf_file_lookup(const struct elf_file *f, uint64_t file_offset)
+{
+	const struct elf_sym *floor;
+	size_t lo, i, steps;
+	uint64_t addr;
+
+	if (elf_file_vaddr(f, file_offset, &addr))
+		return NULL;
+	lo = addr_table_upper_bound(f->syms, f->nsyms, sizeof(*f->syms), addr);
+	if (lo == 0)
+		return NULL;
+	/* A sized symbol that encloses addr wins over a sizeless label, as in libdwfl; among
+	 * sized ones the innermost (highest start) wins. */
+	for (i = lo, steps = 0; i > 0 && steps < MAX_WALK_BACK; i--, steps++) {
+		const struct elf_sym *s = &f->syms[i - 1];
+
+		if (s->reach <= addr)
+			break;
+		if (s->sized && addr < s->end)
+			return s->name;
+	}
+	floor = &f->syms[lo - 1];
+	if (!floor->sized && addr < floor->end)
+		return floor->name;
+	return NULL;
+}
