@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Folded stacks: `thread;root;...;leaf COUNT` per line, the input of flamegraph.pl. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "views/views.h"
+
+/* The byte that follows a frame's name in the stack's text: ';' before another frame, nothing
+ * after the leaf (-1 sorts a stack before every stack it is a prefix of). */
+static int after_name(const struct profile_stack *st, uint32_t i)
+{
+	return i + 1 < st->depth ? ';' : -1;
+}
+
+/* Orders stacks as their texts compare bytewise, without building the texts: equal frame ids
+ * are equal names, and at a frame that differs the names are compared up to their first
+ * differing byte, where a name's end stands for the byte after it. */
+static int stack_cmp(const void *a, const void *b, void *names_arg)
+{
+	const struct profile_stack *x = *(const struct profile_stack *const *)a;
+	const struct profile_stack *y = *(const struct profile_stack *const *)b;
+	const char *const *names = names_arg;
+	uint32_t i, depth = x->depth < y->depth ? x->depth : y->depth;
+	const unsigned char *nx, *ny;
+	int cx, cy;
+
+	for (i = 0; i < depth; i++) {
+		if (x->frames[i] == y->frames[i])
+			continue;
+		nx = (const unsigned char *)names[x->frames[i]];
+		ny = (const unsigned char *)names[y->frames[i]];
+		while (*nx && *nx == *ny) {
+			nx++;
+			ny++;
+		}
+		cx = *nx ? *nx : after_name(x, i);
+		cy = *ny ? *ny : after_name(y, i);
+		if (cx != cy)
+			return cx < cy ? -1 : 1;
+	}
+	return (x->depth > y->depth) - (x->depth < y->depth);
+}
+
+/* Lines are assembled here and written in large pieces: a stdio call per frame costs more
+ * than all the copying. */
+struct writer {
+	FILE *out;
+	size_t len;
+	char buf[65536];
+};
+
+static void flush(struct writer *w)
+{
+	fwrite(w->buf, 1, w->len, w->out);
+	w->len = 0;
+}
+
+static void put(struct writer *w, const char *data, size_t len)
+{
+	if (w->len + len > sizeof(w->buf)) {
+		flush(w);
+		if (len > sizeof(w->buf)) {
+			fwrite(data, 1, len, w->out);
+			return;
+		}
+	}
+	memcpy(w->buf + w->len, data, len);
+	w->len += len;
+}
+
+/* " COUNT\n" */
+static void put_count(struct writer *w, uint64_t count)
+{
+	char digits[24], *p = digits + sizeof(digits);
+
+	*--p = '\n';
+	do
+		*--p = '0' + count % 10;
+	while (count /= 10);
+	*--p = ' ';
+	put(w, p, digits + sizeof(digits) - p);
+}
+
+int view_folded(const struct profile_snapshot *s, FILE *out)
+{
+	const struct profile_stack **order = NULL;
+	const struct profile_stack *st;
+	struct writer *w = NULL;
+	uint32_t *lens = NULL, j;
+	int err = -ENOMEM;
+	size_t i;
+
+	if (!s->nstacks)
+		return 0;
+	order = malloc(s->nstacks * sizeof(*order));
+	lens = malloc(s->nnames * sizeof(*lens));
+	w = malloc(sizeof(*w));
+	if (!order || !lens || !w)
+		goto out;
+	for (i = 0; i < s->nstacks; i++)
+		order[i] = &s->stacks[i];
+	qsort_r(order, s->nstacks, sizeof(*order), stack_cmp, (void *)s->names);
+	for (i = 0; i < s->nnames; i++)
+		lens[i] = strlen(s->names[i]);
+
+	w->out = out;
+	w->len = 0;
+	for (i = 0; i < s->nstacks; i++) {
+		st = order[i];
+		put(w, s->names[st->frames[0]], lens[st->frames[0]]);
+		for (j = 1; j < st->depth; j++) {
+			put(w, ";", 1);
+			put(w, s->names[st->frames[j]], lens[st->frames[j]]);
+		}
+		put_count(w, st->count);
+	}
+	flush(w);
+	err = ferror(out) ? -EIO : 0;
+out:
+	free(w);
+	free(lens);
+	free(order);
+	return err;
+}
