@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #include <gelf.h>
 #include <cmocka.h>
 
+#include "symbols/file_cache.h"
 #include "symbols/symbols.h"
 
 static char name_buf[4096];
@@ -396,6 +398,51 @@ static void test_non_pie_target(void **state)
 	check_target(*state, SYMBOLS_TARGET_NOPIE);
 }
 
+static int open_or_fail(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		fail_msg("%s: %s", path, strerror(errno));
+	return fd;
+}
+
+/* Files nothing uses stay cached up to the bound, least recently released go first. */
+static void test_file_cache_refs_and_idle_bound(void **state)
+{
+	struct cached_file *exe, *libc, *again;
+	struct file_cache *c;
+	Dl_info info;
+
+	assert_true(dladdr(libc_symbol("qsort"), &info));
+	assert_int_equal(file_cache_new(1, &c), 0);
+	assert_int_equal(file_cache_get(c, open_or_fail("/proc/self/exe"), "exe", &exe), 0);
+	assert_int_equal(file_cache_get(c, open_or_fail(info.dli_fname), "libc", &libc), 0);
+	assert_int_equal(file_cache_count(c), 2);
+	/* Same file again: a reference to the cached one, not a second parse. */
+	assert_int_equal(file_cache_get(c, open_or_fail("/proc/self/exe"), "exe", &again), 0);
+	assert_ptr_equal(again, exe);
+	assert_int_equal(file_cache_count(c), 2);
+	file_cache_put(c, again);
+
+	file_cache_put(c, exe);		/* idle: 1, within the bound */
+	assert_int_equal(file_cache_count(c), 2);
+	assert_int_equal(file_cache_get(c, open_or_fail("/proc/self/exe"), "exe", &again), 0);
+	assert_ptr_equal(again, exe);	/* revived from the idle list */
+	file_cache_put(c, again);
+	file_cache_put(c, libc);	/* idle: 2, over the bound: exe goes */
+	assert_int_equal(file_cache_count(c), 1);
+	assert_int_equal(file_cache_get(c, open_or_fail(info.dli_fname), "libc", &again), 0);
+	assert_ptr_equal(again, libc);
+	file_cache_put(c, again);
+
+	/* Not ELF: refused, and the fd is consumed either way. */
+	assert_int_equal(file_cache_get(c, open_or_fail("/proc/self/maps"), "maps", &again),
+			 -ENOEXEC);
+	assert_int_equal(file_cache_count(c), 1);
+	file_cache_free(c);
+}
+
 struct namer {
 	struct proc_syms *ps;
 	int failures;
@@ -447,6 +494,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pie_target, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_non_pie_target, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_name_while_refreshing, setup, teardown),
+		cmocka_unit_test(test_file_cache_refs_and_idle_bound),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
