@@ -76,6 +76,9 @@ int view_top(const struct profile_snapshot *s, FILE *out)
 	struct tm tm;
 	size_t i, n = 0;
 
+	/* The contract: a file with nothing to report is empty. */
+	if (!s->total)
+		return 0;
 	if (!gmtime_r(&(time_t){ s->since }, &tm) ||
 	    !strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm))
 		return -EINVAL;

@@ -15,7 +15,8 @@ int view_folded(const struct profile_snapshot *s, FILE *out);
 /* Top functions, like `perf report`: per frame name (the thread-name frame excluded), self
  * count (samples where it is the leaf) and total count (samples where it is anywhere in the
  * stack, counted once per stack however deep it recurses), with their shares of the
- * snapshot's total; sorted by self, then total, then name. Comment lines start with '#'. */
+ * snapshot's total; sorted by self, then total, then name. Comment lines start with '#'.
+ * An empty profile renders nothing. */
 int view_top(const struct profile_snapshot *s, FILE *out);
 
 #endif

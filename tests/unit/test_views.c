@@ -167,24 +167,17 @@ static void test_empty(void **state)
 	struct profile_snapshot s = { .unit = "microseconds", .since = SINCE };
 	struct profile *p = profile_new("samples");
 	struct profile_snapshot *ps;
-	char *got, *want;
 
+	/* Nothing to report: both files are empty, as the contract asks. */
 	check_render(view_folded, &s, "");
-	check_render(view_top, &s,
-		     "# 0 microseconds since 2026-11-21T14:03:05Z\n"
-		     "# self%  total%       self      total  function\n");
+	check_render(view_top, &s, "");
 
 	/* through the store: frames interned, nothing counted */
 	add(p, time(NULL), 3, 2, "t", "f");
 	profile_reset(p);
 	ps = snap(p, 0);
 	check_render(view_folded, ps, "");
-	got = render(view_top, ps, NULL);
-	want = strstr(got, "\n");
-	assert_non_null(want);
-	assert_string_equal(want, "\n# self%  total%       self      total  function\n");
-	assert_memory_equal(got, "# 0 samples since ", 18);
-	free(got);
+	check_render(view_top, ps, "");
 	profile_snapshot_free(ps);
 	profile_unref(p);
 }
