@@ -370,7 +370,8 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 		err = -ENOENT;
 		goto out;
 	}
-	if (t)
+	/* A live process's comm is read now: exec changes it. */
+	if (t && !live)
 		id = t->id;
 	fprintf(out, "pid: %d\ncomm: %s\n", (int)pid, id.comm);
 	fprintf(out, "state: %s\n", state_names[t ? t->state : TARGET_DISABLED]);
