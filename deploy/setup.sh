@@ -1,0 +1,27 @@
+#!/bin/bash
+# Sets up a fresh Debian 12 machine (as root) to build, run and test aperture: installs the
+# build and test dependencies from Debian's archive and builds into ./build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+	echo "setup.sh: run as root (it installs packages; aperture itself needs root)" >&2
+	exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+	build-essential meson ninja-build pkg-config clang llvm bpftool \
+	libbpf-dev libfuse3-dev fuse3 libdw-dev libelf-dev libcjson-dev uthash-dev zlib1g-dev \
+	libcmocka-dev python3 python3-pytest rsync tar util-linux procps
+
+if [ ! -r /sys/kernel/btf/vmlinux ]; then
+	echo "setup.sh: this kernel has no BTF (/sys/kernel/btf/vmlinux); aperture's BPF" \
+	     "programs are built against it (or pass -Dvmlinux_h=PATH to meson)" >&2
+	exit 1
+fi
+
+[ -d build ] || meson setup build
+ninja -C build
+echo "setup.sh: built $(pwd)/build/aperture"
