@@ -151,57 +151,61 @@ static int cmp_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+struct pid_list {
+	pid_t *v;
+	size_t len, cap;
+};
+
+static int pid_list_push(struct pid_list *l, pid_t pid)
+{
+	if (l->len == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		pid_t *bigger = realloc(l->v, cap * sizeof(*l->v));
+
+		if (!bigger)
+			return -ENOMEM;
+		l->v = bigger;
+		l->cap = cap;
+	}
+	l->v[l->len++] = pid;
+	return 0;
+}
+
 int targets_list(struct targets *ts, pid_t **pids, size_t *n)
 {
-	size_t len = 0, cap = 256;
-	pid_t *v = malloc(cap * sizeof(*v));
-	struct dirent *de;
+	struct pid_list l = {0};
 	struct target *t, *tmp;
+	struct dirent *de;
 	DIR *proc;
+	int err = 0;
 
-	if (!v)
-		return -ENOMEM;
 	proc = opendir("/proc");
+	if (!proc)
+		return -errno;
 	/* /proc lists each process once, by its main thread: threads are not listed. */
-	while (proc && (de = readdir(proc))) {
+	while (!err && (de = readdir(proc))) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
 
-		if (*end || pid <= 0)
-			continue;
-		if (len == cap) {
-			pid_t *bigger = realloc(v, 2 * cap * sizeof(*v));
-
-			if (!bigger)
-				break;
-			v = bigger;
-			cap *= 2;
-		}
-		v[len++] = pid;
+		if (!*end && pid > 0)
+			err = pid_list_push(&l, pid);
 	}
-	if (proc)
-		closedir(proc);
+	closedir(proc);
 	pthread_mutex_lock(&ts->lock);
-	HASH_ITER(hh, ts->by_pid, t, tmp) {
-		if (t->state != TARGET_EXITED)
-			continue;
-		if (len == cap) {
-			pid_t *bigger = realloc(v, 2 * cap * sizeof(*v));
-
-			if (!bigger)
-				break;
-			v = bigger;
-			cap *= 2;
-		}
-		v[len++] = t->pid;
-	}
+	HASH_ITER(hh, ts->by_pid, t, tmp)
+		if (!err && t->state == TARGET_EXITED)
+			err = pid_list_push(&l, t->pid);
 	pthread_mutex_unlock(&ts->lock);
-	qsort(v, len, sizeof(*v), cmp_pid);
+	if (err) {
+		free(l.v);
+		return err;
+	}
+	qsort(l.v, l.len, sizeof(*l.v), cmp_pid);
 	*n = 0;
-	for (size_t i = 0; i < len; i++)
-		if (*n == 0 || v[*n - 1] != v[i])
-			v[(*n)++] = v[i];
-	*pids = v;
+	for (size_t i = 0; i < l.len; i++)
+		if (*n == 0 || l.v[*n - 1] != l.v[i])
+			l.v[(*n)++] = l.v[i];
+	*pids = l.v;
 	return 0;
 }
 

@@ -443,12 +443,13 @@ static int list_targets(fuse_req_t req, struct fs *fs, struct dir_listing *l)
 	int err;
 
 	err = targets_list(fs->a->targets, &pids, &n);
+	if (err)
+		return err;
 	for (size_t i = 0; !err && i < n; i++) {
 		snprintf(name, sizeof(name), "%d", (int)pids[i]);
 		err = listing_add(req, l, name, node_target_ino(pids[i], 0), S_IFDIR);
 	}
-	if (!err)
-		free(pids);
+	free(pids);
 	return err;
 }
 
