@@ -22,14 +22,16 @@ int proc_identity_parse_stat(const char *text, struct proc_identity *out)
 	memcpy(out->comm, open + 1, n);
 	out->comm[n] = '\0';
 
-	/* starttime is field 22; field 3 (state) follows ") ". */
+	/* starttime is field 22; field 3 (state) follows ") ". Each step moves past one space
+	 * onto the next field's first character. */
 	p = close + 1;
-	for (field = 3; field < 22; field++) {
-		p = strchr(p + 1, ' ');
+	for (field = 3; field <= 22; field++) {
+		p = strchr(p, ' ');
 		if (!p)
 			return -EINVAL;
+		p++;
 	}
-	if (sscanf(p, " %llu", &start) != 1)
+	if (sscanf(p, "%llu", &start) != 1)
 		return -EINVAL;
 	out->start_time = start;
 	return 0;

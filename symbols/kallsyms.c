@@ -172,7 +172,8 @@ int kallsyms_parse(const char *text, size_t len, struct kallsyms **out)
 	/* Hidden addresses all read 0: nothing can be named. */
 	if (b.n && b.syms[0].addr == 0 && b.syms[b.n - 1].addr == 0)
 		b.n = 0;
-	qsort_r(b.syms, b.n, sizeof(*b.syms), ksym_cmp, b.names);
+	if (b.n) /* an empty text leaves syms NULL, which qsort_r must not get */
+		qsort_r(b.syms, b.n, sizeof(*b.syms), ksym_cmp, b.names);
 	k->n = addr_table_dedup(b.syms, b.n, sizeof(*b.syms));
 	for (i = 0; i < k->n; i++)
 		k->ntext += b.syms[i].text;
