@@ -1,0 +1,45 @@
+"""The daemon's life: the command line, recovery of a mount left stale by SIGKILL, and a
+clean SIGINT shutdown (SIGTERM is proven by every module's daemon fixture)."""
+import errno
+import os
+import signal
+import subprocess
+
+from helpers import APERTURE, Daemon, bpf_ids, bpf_object, errno_of, mounted, wait_for
+
+
+def test_help_and_version():
+    help_ = subprocess.run([APERTURE, "--help"], capture_output=True, text=True)
+    assert help_.returncode == 0 and "aperture mount" in help_.stdout
+    version = subprocess.run([APERTURE, "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("aperture")
+    assert subprocess.run([APERTURE, "bogus"], capture_output=True).returncode == 2
+
+
+def test_sigkill_leaves_a_stale_mount_that_a_restart_recovers(scratch):
+    mnt, log = scratch / "mnt", scratch / "daemon.log"
+    first = Daemon(mnt, log).start()
+    try:
+        progs, links = bpf_ids(first.proc.pid)
+        first.proc.kill()
+        first.proc.wait()
+        assert mounted(mnt)
+        assert errno_of(os.stat, mnt) == errno.ENOTCONN
+        ls = subprocess.run(["ls", str(mnt)], capture_output=True, text=True)
+        assert "Transport endpoint is not connected" in ls.stderr
+        # Even a killed daemon's BPF objects go with its file descriptors.
+        wait_for(lambda: not any(bpf_object("prog", i) for i in progs) and
+                 not any(bpf_object("link", i) for i in links), 5, "the dead daemon's BPF")
+    except BaseException:
+        first.kill()  # also clears the stale mount: only when the test already failed
+        raise
+
+    second = Daemon(mnt, log)
+    try:
+        second.start()
+        assert "recovered" in second.log_text()
+        assert "targets_enabled" in second.status()
+        assert errno_of(os.stat, mnt) == 0
+        second.stop(signal.SIGINT)
+    finally:
+        second.kill()
