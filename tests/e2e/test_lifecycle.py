@@ -5,7 +5,8 @@ import os
 import signal
 import subprocess
 
-from helpers import APERTURE, Daemon, bpf_ids, bpf_object, errno_of, mounted, wait_for
+from helpers import (APERTURE, Daemon, bpf_ids, bpf_object, errno_of, mounted, wait_for,
+                     write)
 
 
 def test_help_and_version():
@@ -16,7 +17,7 @@ def test_help_and_version():
     assert subprocess.run([APERTURE, "bogus"], capture_output=True).returncode == 2
 
 
-def test_sigkill_leaves_a_stale_mount_that_a_restart_recovers(scratch):
+def test_sigkill_leaves_a_stale_mount_that_a_restart_recovers(scratch, workloads):
     mnt, log = scratch / "mnt", scratch / "daemon.log"
     first = Daemon(mnt, log).start()
     try:
@@ -40,6 +41,12 @@ def test_sigkill_leaves_a_stale_mount_that_a_restart_recovers(scratch):
         assert "recovered" in second.log_text()
         assert "targets_enabled" in second.status()
         assert errno_of(os.stat, mnt) == 0
+        # Stop while sampling, so the perf event links are attached too.
+        pid = workloads.start("cpu_split").pid
+        write(second.target(pid) / "enable", "1")
+        second.wait_samples(pid, 10)
+        links = bpf_ids(second.proc.pid)[1]
+        assert "perf_event" in {bpf_object("link", i)["type"] for i in links}
         second.stop(signal.SIGINT)
     finally:
         second.kill()
