@@ -208,6 +208,18 @@ class Daemon:
         """Waits until pid's profile holds at least n samples."""
         wait_for(lambda: self.samples(pid) >= n, timeout, f"{n} samples of {pid}")
 
+    def settle(self, pid):
+        """Waits for the drain that brings a stopped target's last samples out of the kernel
+        (drains come once a second) and returns its final sample count."""
+        seen = [self.samples(pid)]
+
+        def settled():
+            time.sleep(1.1)
+            seen.append(self.samples(pid))
+            return seen[-1] == seen[-2]
+        wait_for(settled, 6, f"{pid}'s profile to settle")
+        return seen[-1]
+
     def set_frequency(self, hz):
         write(self.mnt / "config" / "frequency_hz", str(hz))
 

@@ -19,6 +19,8 @@ FILES = ["enable", "status", "cpu.folded", "cpu.top"]
 def exited(daemon):
     """The pid of a cpu_split that ran 2 s profiled and exited: its files no longer change."""
     write(daemon.mnt / "config" / "retain_exited_s", "300")
+    # 499 Hz: enough samples even when other work on the machine leaves it little CPU.
+    daemon.set_frequency(499)
     w = Workloads()
     try:
         proc = w.start("cpu_split", 2)
@@ -27,6 +29,7 @@ def exited(daemon):
     finally:
         w.stop_all()
     wait_for(lambda: daemon.status(proc.pid)["state"] == "exited", 5, "state: exited")
+    daemon.settle(proc.pid)
     return proc.pid
 
 

@@ -26,22 +26,10 @@ def enable(daemon, pid, value="1"):
     write(daemon.target(pid) / "enable", value)
 
 
-def settle(daemon, pid):
-    """Waits for the drain that brings a stopped target's last samples from the kernel."""
-    seen = [daemon.samples(pid)]
-
-    def settled():
-        time.sleep(1.1)  # drains come once a second
-        seen.append(daemon.samples(pid))
-        return seen[-1] == seen[-2]
-    wait_for(settled, 6, f"{pid}'s profile to settle")
-    return seen[-1]
-
-
 def freeze(daemon, pid):
     """Disables pid and returns its profile once it no longer changes."""
     enable(daemon, pid, "0")
-    settle(daemon, pid)
+    daemon.settle(pid)
     return daemon.folded(pid)
 
 
@@ -210,7 +198,7 @@ def test_temporary_enable_expires_and_keeps_data(daemon, workloads):
     wait_for(lambda: daemon.status(pid)["state"] == "expired", 6, "the 2 s enable to expire")
     assert time.monotonic() - start >= 1.5
     assert read(daemon.target(pid) / "enable") == "0\n"
-    kept = settle(daemon, pid)
+    kept = daemon.settle(pid)
     assert kept >= 300, "an expired target keeps what it collected"
     assert sum(daemon.folded(pid).values()) == kept
     time.sleep(1.5)

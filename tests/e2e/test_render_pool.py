@@ -27,7 +27,8 @@ def test_slow_render_does_not_stall_enable(daemon, workloads):
         start = time.monotonic()
         assert read(daemon.target(other) / "enable") == "0\n"
         took = time.monotonic() - start
-        assert took < 0.5, f"`cat enable` took {took:.2f} s behind slow renders"
+        # Without the pool it takes ~2.5 s (tried); 1 s leaves room for a loaded machine.
+        assert took < 1, f"`cat enable` took {took:.2f} s behind slow renders"
         outputs = [r.communicate(timeout=READERS * DELAY_S + 10)[0] for r in readers]
     finally:
         for r in readers:
