@@ -348,36 +348,38 @@ static int events_start_locked(struct cpu_collector *c, char *errbuf, size_t err
 	return err;
 }
 
+/* With no target, CPUs take no sampling interrupts at all. */
+static void events_stop_idle_locked(struct cpu_collector *c)
+{
+	if (!HASH_COUNT(c->targets) && c->running) {
+		events_close(c->ncpus, c->perf_fds, c->perf_links);
+		c->running = false;
+	}
+}
+
 int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profile,
 		      char *errbuf, size_t errlen)
 {
-	struct cpu_target_state *t;
 	struct cpu_target value = {0};
+	struct cpu_target_state *t;
 	struct cpu_gen_syms *slot;
-	bool fresh = false;
 	int err = 0;
 
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_INT(c->targets, &pid, t);
-	if (t && t->active)
+	if (t)
 		goto out;
+	t = calloc(1, sizeof(*t));
 	if (!t) {
-		t = calloc(1, sizeof(*t));
-		if (!t) {
-			err = -ENOMEM;
-			snprintf(errbuf, errlen, "out of memory");
-			goto out;
-		}
-		t->pid = pid;
-		t->profile = profile_ref(profile);
-		HASH_ADD_INT(c->targets, pid, t);
-		fresh = true;
-	} else {
-		t->drops = 0;
-		t->gen = (t->gen & ~(CPU_GEN_STEP - 1)) + CPU_GEN_STEP;
+		err = -ENOMEM;
+		snprintf(errbuf, errlen, "out of memory");
+		goto out;
 	}
+	t->pid = pid;
+	t->profile = profile_ref(profile);
+	HASH_ADD_INT(c->targets, pid, t);
 	/* Read the mappings now, while the process is surely alive. */
-	if (!cpu_gen_syms(c, t, t->gen, &slot)) {
+	if (!cpu_gen_syms(c, t, 0, &slot)) {
 		err = -ESRCH;
 		snprintf(errbuf, errlen, "process %d is gone", (int)pid);
 		goto undo;
@@ -385,31 +387,23 @@ int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profil
 	err = events_start_locked(c, errbuf, errlen);
 	if (err)
 		goto undo;
-	value.exec_gen = t->gen;
 	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.targets), &pid, &value, BPF_ANY)) {
 		err = -errno;
 		snprintf(errbuf, errlen, "%s", err == -E2BIG ? "too many targets enabled at once"
 							    : strerror(-err));
 		goto undo;
 	}
-	t->active = true;
-	c->nactive++;
 	goto out;
 undo:
-	if (fresh) {
-		HASH_DEL(c->targets, t);
-		cpu_target_state_free(t);
-	}
-	if (!c->nactive && c->running) {
-		events_close(c->ncpus, c->perf_fds, c->perf_links);
-		c->running = false;
-	}
+	HASH_DEL(c->targets, t);
+	cpu_target_state_free(t);
+	events_stop_idle_locked(c);
 out:
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
 
-/* Kernel-side drops of an active target so far. */
+/* Kernel-side drops of a target so far. */
 static void read_drops(struct cpu_collector *c, struct cpu_target_state *t)
 {
 	struct cpu_target value;
@@ -418,24 +412,22 @@ static void read_drops(struct cpu_collector *c, struct cpu_target_state *t)
 		t->drops = value.drops;
 }
 
-uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid)
+uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now)
 {
 	struct cpu_target_state *t;
 	uint64_t drops = 0;
 
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_INT(c->targets, &pid, t);
-	if (t && t->active) {
+	if (t) {
 		read_drops(c, t);
-		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &pid);
-		t->active = false;
-		t->removed_drain = c->drain_seq;
 		drops = t->drops;
-		/* Idle CPUs then take no sampling interrupts at all. */
-		if (--c->nactive == 0 && c->running) {
-			events_close(c->ncpus, c->perf_fds, c->perf_links);
-			c->running = false;
-		}
+		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &pid);
+		/* Drain now, so the profile is final when disable, expiry or exit is shown. */
+		cpu_drain_locked(c, now);
+		HASH_DEL(c->targets, t);
+		cpu_target_state_free(t);
+		events_stop_idle_locked(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return drops;
@@ -448,16 +440,8 @@ int cpu_collector_drain(struct cpu_collector *c, int64_t now)
 
 	pthread_mutex_lock(&c->lock);
 	HASH_ITER(hh, c->targets, t, tmp)
-		if (t->active)
-			read_drops(c, t);
+		read_drops(c, t);
 	err = cpu_drain_locked(c, now);
-	/* A removed target's last samples were in the maps just drained. */
-	HASH_ITER(hh, c->targets, t, tmp) {
-		if (!t->active && t->removed_drain < c->drain_seq) {
-			HASH_DEL(c->targets, t);
-			cpu_target_state_free(t);
-		}
-	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -481,7 +465,7 @@ void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats
 	out->kstack_errors = sums[CPU_STAT_KSTACK_ERR];
 	out->stacks_lost = atomic_load(&c->stacks_lost);
 	pthread_mutex_lock(&c->lock);
-	out->targets = c->nactive;
+	out->targets = HASH_COUNT(c->targets);
 	out->running = c->running;
 	pthread_mutex_unlock(&c->lock);
 }
@@ -493,7 +477,7 @@ uint64_t cpu_collector_target_drops(struct cpu_collector *c, pid_t pid)
 
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_INT(c->targets, &pid, t);
-	if (t && t->active)
+	if (t)
 		drops = t->drops;
 	pthread_mutex_unlock(&c->lock);
 	return drops;

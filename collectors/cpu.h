@@ -39,9 +39,10 @@ int cpu_collector_set_frequency(struct cpu_collector *c, unsigned hz, char *errb
 int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profile,
 		      char *errbuf, size_t errlen);
 
-/* Stops sampling pid. Samples already taken still reach its profile at the next drain.
- * Returns the samples of pid the kernel dropped during this enable. */
-uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid);
+/* Stops sampling pid, after moving its last samples into its profile (at second now): the
+ * profile is final when this returns. Returns the samples of pid the kernel dropped during
+ * this enable. */
+uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now);
 
 /* Moves the kernel's aggregates into the profiles, counted at second now. */
 int cpu_collector_drain(struct cpu_collector *c, int64_t now);

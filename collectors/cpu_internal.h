@@ -9,10 +9,9 @@
 #include "collectors/cpu.h"
 #include "bpf/cpu.h"
 
-/* Each enable starts a new range of exec generations; each exec adds one within it. Stacks
- * are cached by (generation, hash), so a re-enabled or exec'd process never reuses names
- * made for another address space. */
-#define CPU_GEN_STEP (1u << 16)
+/* Each exec bumps a target's generation (from 0 at enable). Stacks are cached by
+ * (generation, hash), so an exec'd process never reuses names made for another address
+ * space; the mappings of the last CPU_GENS generations are kept. */
 #define CPU_GENS 4
 #define CPU_STACK_BATCH 256
 
@@ -40,12 +39,9 @@ struct cpu_named_stack {
 struct cpu_target_state {
 	pid_t pid;
 	struct profile *profile;
-	bool active;              /* in the kernel's targets map */
-	uint64_t removed_drain;   /* drain_seq when removed: freed after the next drain */
-	uint32_t gen;             /* generation the kernel was given at the last enable */
 	struct cpu_gen_syms gens[CPU_GENS];
 	struct cpu_named_stack *named;
-	uint64_t drops;           /* kernel-side drops of the current enable, as last read */
+	uint64_t drops;           /* kernel-side drops, as last read */
 	UT_hash_handle hh;
 };
 
@@ -75,8 +71,7 @@ struct cpu_collector {
 	struct cpu_inner_spec counts_spec, stacks_spec;
 	int counts_fds[2], stacks_fds[2];
 	int live;              /* index of the inner maps the kernel writes now */
-	struct cpu_target_state *targets;
-	unsigned nactive;
+	struct cpu_target_state *targets; /* the enabled ones */
 	uint64_t drain_seq;
 	struct cpu_raw_stack *raw_now, *raw_prev;
 	void *batch_keys, *batch_values; /* drain buffers, counts_spec.max_entries long */

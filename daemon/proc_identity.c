@@ -79,6 +79,18 @@ static int read_proc_file(pid_t pid, const char *name, char *buf, size_t len)
 	return 0;
 }
 
+int proc_tgid(pid_t tid, pid_t *tgid)
+{
+	struct proc_identity unused;
+	char buf[4096];
+	int err;
+
+	if (tid <= 0)
+		return -ENOENT;
+	err = read_proc_file(tid, "status", buf, sizeof(buf));
+	return err ? err : proc_identity_parse_status(buf, tgid, &unused);
+}
+
 int proc_identity_read(pid_t pid, struct proc_identity *out)
 {
 	char buf[4096];

@@ -17,6 +17,9 @@ struct proc_identity {
  * pid is a thread other than its process's main thread (/proc resolves those too). */
 int proc_identity_read(pid_t pid, struct proc_identity *out);
 
+/* The process (thread group) a thread belongs to. -ENOENT if there is no such thread. */
+int proc_tgid(pid_t tid, pid_t *tgid);
+
 /* The pure halves, for tests. */
 int proc_identity_parse_stat(const char *text, struct proc_identity *out);
 int proc_identity_parse_status(const char *text, pid_t *tgid, struct proc_identity *out);

@@ -60,7 +60,7 @@ static void target_free(struct target *t)
 static void target_drop_locked(struct targets *ts, struct target *t)
 {
 	if (t->state == TARGET_ENABLED && ts->a->cpu)
-		cpu_collector_remove(ts->a->cpu, t->pid);
+		cpu_collector_remove(ts->a->cpu, t->pid, aperture_now());
 	HASH_DEL(ts->by_pid, t);
 	target_free(t);
 }
@@ -266,7 +266,7 @@ static void disable_locked(struct targets *ts, struct target *t, enum target_sta
 {
 	if (t->state == TARGET_ENABLED) {
 		if (ts->a->cpu)
-			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid);
+			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid, now);
 		t->state = to;
 		t->since = now;
 	} else if (to == TARGET_EXITED) {

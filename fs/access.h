@@ -13,7 +13,7 @@
 struct caller {
 	uid_t uid;
 	gid_t gid;
-	pid_t pid;
+	pid_t tid; /* the calling thread, as FUSE reports it */
 };
 
 /* Owner of a node, as shown and enforced. -ENOENT if its target is gone. */

@@ -49,6 +49,13 @@ static int render_target_status(struct aperture *a, const struct node_ref *ref, 
 	return targets_status(a->targets, ref->pid, out);
 }
 
+/* reset has no state to show; being readable (empty) lets `cp -r`, `tar` and `rsync` copy a
+ * target's directory whole. */
+static int render_nothing(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return 0;
+}
+
 static int write_reset(struct aperture *a, const struct node_ref *ref, const char *buf,
 		       size_t len)
 {
@@ -108,7 +115,7 @@ const struct node fs_target_nodes[] = {
 	DIR_NODE("", 0500, N_TARGETS),
 	FILE_NODE("enable", 0600, -1, render_enable, write_enable),
 	FILE_NODE("status", 0400, -1, render_target_status, NULL),
-	FILE_NODE("reset", 0200, -1, NULL, write_reset),
+	FILE_NODE("reset", 0600, -1, render_nothing, write_reset),
 	{ .name = "cpu.folded", .mode = S_IFREG | 0400, .render = render_view, .slow = true,
 	  .arg = VIEW_FOLDED },
 	{ .name = "cpu.top", .mode = S_IFREG | 0400, .render = render_view, .slow = true,

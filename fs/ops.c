@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "daemon/aperture.h"
+#include "daemon/proc_identity.h"
 #include "daemon/targets.h"
 #include "fs/fs_internal.h"
 
@@ -33,7 +34,16 @@ static struct caller caller_of(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
-	return (struct caller){ .uid = ctx->uid, .gid = ctx->gid, .pid = ctx->pid };
+	return (struct caller){ .uid = ctx->uid, .gid = ctx->gid, .tid = ctx->pid };
+}
+
+/* Snapshots are handed from a stat to the next open by process: FUSE gives the thread id,
+ * and a program may stat in one thread and read in another. */
+static pid_t caller_process(const struct caller *c)
+{
+	pid_t tgid;
+
+	return proc_tgid(c->tid, &tgid) ? c->tid : tgid;
 }
 
 static bool is_dir(const struct node_ref *ref)
@@ -182,7 +192,7 @@ struct render_job {
 	struct fs *fs;
 	fuse_req_t req;
 	struct node_ref ref;
-	struct caller caller;
+	pid_t process;
 	bool for_open;
 	struct fuse_file_info fi; /* a copy: libfuse's lives on its worker's stack */
 };
@@ -229,9 +239,9 @@ static void run_render_job(void *arg)
 	if (err) {
 		fuse_reply_err(job->req, -err);
 	} else if (job->for_open) {
-		finish_open(job->fs, job->req, &job->fi, &job->ref, job->caller.pid, snap);
+		finish_open(job->fs, job->req, &job->fi, &job->ref, job->process, snap);
 	} else {
-		snapshot_table_stash(job->fs->snaps, job->ref.ino, job->caller.pid, snap);
+		snapshot_table_stash(job->fs->snaps, job->ref.ino, job->process, snap);
 		reply_attr_of(job->req, job->fs, &job->ref, snap);
 		snapshot_unref(snap);
 	}
@@ -240,8 +250,8 @@ static void run_render_job(void *arg)
 
 /* Renders ref for a getattr (for_open false) or an open, in the pool when slow. Answers req
  * in every case. */
-static void render_then_reply(fuse_req_t req, const struct node_ref *ref,
-			      const struct caller *c, bool for_open, struct fuse_file_info *fi)
+static void render_then_reply(fuse_req_t req, const struct node_ref *ref, pid_t process,
+			      bool for_open, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct render_job *job = calloc(1, sizeof(*job));
@@ -251,7 +261,7 @@ static void render_then_reply(fuse_req_t req, const struct node_ref *ref,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	*job = (struct render_job){ .fs = fs, .req = req, .ref = *ref, .caller = *c,
+	*job = (struct render_job){ .fs = fs, .req = req, .ref = *ref, .process = process,
 				    .for_open = for_open };
 	if (fi)
 		job->fi = *fi;
@@ -289,7 +299,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (fi && fi->fh && ((struct open_file *)(uintptr_t)fi->fh)->snap)
 		snap = snapshot_ref(((struct open_file *)(uintptr_t)fi->fh)->snap);
 	else
-		snap = snapshot_table_reading(fs->snaps, ino, c.pid);
+		snap = snapshot_table_reading(fs->snaps, ino, caller_process(&c));
 	if (snap) {
 		reply_attr_of(req, fs, &ref, snap);
 		snapshot_unref(snap);
@@ -300,7 +310,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		reply_attr_of(req, fs, &ref, NULL);
 		return;
 	}
-	render_then_reply(req, &ref, &c, false, NULL);
+	render_then_reply(req, &ref, caller_process(&c), false, NULL);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -348,6 +358,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int acc = fi->flags & O_ACCMODE;
 	bool reads = acc != O_WRONLY, writes = acc != O_RDONLY;
 	struct snapshot *snap;
+	pid_t process;
 	struct node_ref ref;
 	int err;
 
@@ -363,15 +374,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (!reads) {
-		finish_open(fs, req, fi, &ref, c.pid, NULL);
+		finish_open(fs, req, fi, &ref, 0, NULL);
 		return;
 	}
-	snap = snapshot_table_take(fs->snaps, ino, c.pid);
+	process = caller_process(&c);
+	snap = snapshot_table_take(fs->snaps, ino, process);
 	if (snap) {
-		finish_open(fs, req, fi, &ref, c.pid, snap);
+		finish_open(fs, req, fi, &ref, process, snap);
 		return;
 	}
-	render_then_reply(req, &ref, &c, true, fi);
+	render_then_reply(req, &ref, process, true, fi);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

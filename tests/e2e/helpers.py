@@ -208,17 +208,14 @@ class Daemon:
         """Waits until pid's profile holds at least n samples."""
         wait_for(lambda: self.samples(pid) >= n, timeout, f"{n} samples of {pid}")
 
-    def settle(self, pid):
-        """Waits for the drain that brings a stopped target's last samples out of the kernel
-        (drains come once a second) and returns its final sample count."""
-        seen = [self.samples(pid)]
-
-        def settled():
-            time.sleep(1.1)
-            seen.append(self.samples(pid))
-            return seen[-1] == seen[-2]
-        wait_for(settled, 6, f"{pid}'s profile to settle")
-        return seen[-1]
+    def final_samples(self, pid):
+        """A stopped target's profile is final as soon as its state says it stopped (the
+        daemon drains the kernel's last samples first): returns its sample count after
+        checking that no drain adds to it."""
+        first = self.samples(pid)
+        time.sleep(1.3)  # longer than the 1 s between drains
+        assert self.samples(pid) == first, f"{pid}'s profile changed after it stopped"
+        return first
 
     def set_frequency(self, hz):
         write(self.mnt / "config" / "frequency_hz", str(hz))

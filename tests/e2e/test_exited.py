@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import threading
 import time
 
 import pytest
@@ -29,7 +30,7 @@ def exited(daemon):
     finally:
         w.stop_all()
     wait_for(lambda: daemon.status(proc.pid)["state"] == "exited", 5, "state: exited")
-    daemon.settle(proc.pid)
+    daemon.final_samples(proc.pid)
     return proc.pid
 
 
@@ -75,22 +76,23 @@ def test_cp_and_shutil_copy_what_cat_reads(daemon, exited, name, tmp_path):
 def test_tar_round_trip(daemon, exited, tmp_path):
     target = daemon.target(exited)
     archive = tmp_path / "profile.tar"
-    subprocess.run(["tar", "-C", str(target), "-cf", str(archive), *FILES], check=True)
+    # The whole directory: every file, reset included, must be readable and complete.
+    subprocess.run(["tar", "-C", str(target), "-cf", str(archive), "."], check=True)
     subprocess.run(["tar", "-C", str(tmp_path), "-xf", str(archive)], check=True)
+    assert (tmp_path / "reset").read_bytes() == b""
     for name in FILES:
         assert (tmp_path / name).read_bytes() == cat(target / name), name
     with tarfile.open(archive) as tar:
-        assert sorted(tar.getnames()) == sorted(FILES)
+        assert sorted(n[2:] for n in tar.getnames() if n != ".") == sorted(FILES + ["reset"])
 
 
 @pytest.mark.skipif(not shutil.which("rsync"), reason="rsync is not installed")
 def test_rsync_copies_what_cat_reads(daemon, exited, tmp_path):
     target = daemon.target(exited)
-    # The readable files: reset is write-only (0200) and fails to open for reading, as
-    # /proc/sys/vm/drop_caches does.
-    subprocess.run(["rsync", "-a", *(str(target / n) for n in FILES), f"{tmp_path}/"],
-                   check=True)
+    subprocess.run(["rsync", "-a", f"{target}/", f"{tmp_path}/"], check=True)
+    subprocess.run(["cp", "-r", str(target), str(tmp_path / "cp_r")], check=True)
     for name in FILES:
+        assert (tmp_path / "cp_r" / name).read_bytes() == cat(target / name), name
         assert (tmp_path / name).read_bytes() == cat(target / name), name
 
 
@@ -124,3 +126,23 @@ def test_exited_target_goes_after_retention(daemon, workloads, exited):
     assert time.monotonic() - gone_from >= 0.5, "dropped before retain_exited_s"
     assert str(proc.pid) not in os.listdir(daemon.mnt / "targets")
     assert errno_of(read, daemon.target(exited) / "cpu.folded") == errno.ENOENT
+
+
+def test_stat_and_read_in_different_threads_share_a_snapshot(daemon, workloads):
+    """FUSE names the calling thread, not the process: a stat in one thread and the open in
+    another must still hand over one snapshot, or a threaded copier gets a size that does
+    not match its bytes. A snapshot's render time is its mtime."""
+    pid = workloads.start("cpu_split").pid
+    write(daemon.target(pid) / "enable", "1")
+    daemon.wait_samples(pid, 50)
+    path = daemon.target(pid) / "cpu.folded"
+    seen = {}
+    t = threading.Thread(target=lambda: seen.update(st=os.stat(path)))
+    t.start()
+    t.join()
+    time.sleep(0.1)  # a fresh render now would carry a later mtime
+    with open(path, "rb") as f:
+        opened = os.fstat(f.fileno())
+        data = f.read()
+    assert opened.st_mtime_ns == seen["st"].st_mtime_ns, "the open rendered afresh"
+    assert len(data) == seen["st"].st_size

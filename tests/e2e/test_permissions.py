@@ -87,7 +87,7 @@ def test_tree_wide_files(daemon):
     assert read(m / "config" / "frequency_hz") != "123\n"
 
 
-MODES = {"enable": "-rw-------", "status": "-r--------", "reset": "--w-------",
+MODES = {"enable": "-rw-------", "status": "-r--------", "reset": "-rw-------",
          "cpu.folded": "-r--------", "cpu.top": "-r--------"}
 
 

@@ -27,9 +27,9 @@ def enable(daemon, pid, value="1"):
 
 
 def freeze(daemon, pid):
-    """Disables pid and returns its profile once it no longer changes."""
+    """Disables pid and returns its profile, final from then on."""
     enable(daemon, pid, "0")
-    daemon.settle(pid)
+    daemon.final_samples(pid)
     return daemon.folded(pid)
 
 
@@ -198,7 +198,7 @@ def test_temporary_enable_expires_and_keeps_data(daemon, workloads):
     wait_for(lambda: daemon.status(pid)["state"] == "expired", 6, "the 2 s enable to expire")
     assert time.monotonic() - start >= 1.5
     assert read(daemon.target(pid) / "enable") == "0\n"
-    kept = daemon.settle(pid)
+    kept = daemon.final_samples(pid)
     assert kept >= 300, "an expired target keeps what it collected"
     assert sum(daemon.folded(pid).values()) == kept
     time.sleep(1.5)

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include "daemon/proc_identity.h"
@@ -41,6 +42,7 @@ static void test_status(void **state)
 static void test_read_self(void **state)
 {
 	struct proc_identity a = {0}, b = {0};
+	pid_t tgid;
 
 	assert_int_equal(proc_identity_read(getpid(), &a), 0);
 	assert_int_equal(a.ruid, getuid());
@@ -48,7 +50,31 @@ static void test_read_self(void **state)
 	assert_int_equal(proc_identity_read(getpid(), &b), 0);
 	assert_true(proc_identity_same(&a, &b));
 	assert_int_equal(proc_identity_read(0, &a), -ENOENT);
+	tgid = 0;
+	assert_int_equal(proc_tgid(getpid(), &tgid), 0);
+	assert_int_equal(tgid, getpid());
+	assert_int_equal(proc_tgid(4194304 + 1, &tgid), -ENOENT);
 	assert_int_equal(proc_identity_read(4194304 + 1, &a), -ENOENT);
+}
+
+static void *report_tgid(void *arg)
+{
+	pid_t *tgid = arg;
+
+	if (proc_tgid(gettid(), tgid))
+		*tgid = -1;
+	return NULL;
+}
+
+/* fuse_ctx's pid is a thread id: another thread of a process maps to the process. */
+static void test_thread_tgid(void **state)
+{
+	pthread_t th;
+	pid_t tgid = 0;
+
+	assert_int_equal(pthread_create(&th, NULL, report_tgid, &tgid), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(tgid, getpid());
 }
 
 int main(void)
@@ -57,6 +83,7 @@ int main(void)
 		cmocka_unit_test(test_stat_odd_comm),
 		cmocka_unit_test(test_status),
 		cmocka_unit_test(test_read_self),
+		cmocka_unit_test(test_thread_tgid),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
