@@ -72,6 +72,8 @@ int fs_mount(struct aperture *a, const struct fs_options *opt, struct fs **out)
 	fs->a = a;
 	fs->render_delay_ms = delay ? atoi(delay) : 0;
 	err = snapshot_table_new(&fs->snaps);
+	if (!err)
+		err = handle_table_new(&fs->handles);
 	if (err)
 		goto fail;
 	/* No default_permissions: access is checked in fs/access.c, where the target's uid
@@ -81,6 +83,7 @@ int fs_mount(struct aperture *a, const struct fs_options *opt, struct fs **out)
 	argv[2] = options;
 	args = (struct fuse_args)FUSE_ARGS_INIT(3, argv);
 	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
+	fuse_opt_free_args(&args); /* libfuse may have copied them to add its own */
 	if (!fs->se) {
 		err = -EINVAL;
 		goto fail;
@@ -100,6 +103,7 @@ fail:
 		fuse_remove_signal_handlers(fs->se);
 		fuse_session_destroy(fs->se);
 	}
+	handle_table_free(fs->handles);
 	snapshot_table_free(fs->snaps);
 	free(fs);
 	return err;
@@ -145,6 +149,7 @@ void fs_unmount(struct fs *fs)
 	fuse_session_unmount(fs->se);
 	fuse_remove_signal_handlers(fs->se);
 	fuse_session_destroy(fs->se);
+	handle_table_free(fs->handles);
 	snapshot_table_free(fs->snaps);
 	free(fs);
 }

@@ -3,6 +3,7 @@
 
 #include <fuse3/fuse_lowlevel.h>
 #include "fs/access.h"
+#include "fs/handles.h"
 #include "fs/nodes.h"
 #include "fs/render_pool.h"
 #include "fs/snapshot.h"
@@ -12,6 +13,7 @@ struct fs {
 	struct fuse_session *se;
 	struct render_pool *pool;
 	struct snapshot_table *snaps;
+	struct handle_table *handles;
 	/* APERTURE_TEST_RENDER_DELAY_MS: makes every slow render take this long, so tests can
 	 * prove a slow render stalls nothing else. */
 	unsigned render_delay_ms;

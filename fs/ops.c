@@ -15,15 +15,42 @@
 #define DIR_TIMEOUT_S 1.0
 
 struct open_file {
+	struct handle h;
+	struct fs *fs;
 	struct node_ref ref;
 	struct snapshot *snap; /* NULL when opened only for writing */
 	pid_t opener;
 };
 
 struct dir_listing {
+	struct handle h;
 	char *buf;
 	size_t len;
 };
+
+static void open_file_destroy(struct handle *h)
+{
+	struct open_file *of = (struct open_file *)h;
+
+	if (of->snap) {
+		snapshot_table_closed(of->fs->snaps, of->ref.ino, of->opener);
+		snapshot_unref(of->snap);
+	}
+	free(of);
+}
+
+static void dir_listing_destroy(struct handle *h)
+{
+	struct dir_listing *l = (struct dir_listing *)h;
+
+	free(l->buf);
+	free(l);
+}
+
+static struct open_file *open_file_get(struct fs *fs, const struct fuse_file_info *fi)
+{
+	return (struct open_file *)handle_get(fs->handles, fi->fh);
+}
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -207,23 +234,20 @@ static void finish_open(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	of->fs = fs;
 	of->ref = *ref;
 	of->snap = snap;
 	of->opener = opener;
-	fi->fh = (uintptr_t)of;
 	/* Every read comes to us and is served from this open's snapshot: the page cache is
 	 * per inode and would mix two readers' snapshots. */
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	if (snap)
 		snapshot_table_opened(fs->snaps, ref->ino, opener, snap);
-	if (fuse_reply_open(req, fi)) {
-		/* The opener was interrupted: no release will come for this open. */
-		if (snap)
-			snapshot_table_closed(fs->snaps, ref->ino, opener);
-		snapshot_unref(snap);
-		free(of);
-	}
+	fi->fh = handle_add(fs->handles, &of->h, open_file_destroy);
+	/* An interrupted opener gets no file: no release will come for this open. */
+	if (fuse_reply_open(req, fi))
+		handle_remove(fs->handles, fi->fh);
 }
 
 static void run_render_job(void *arg)
@@ -295,10 +319,17 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		reply_attr_of(req, fs, &ref, NULL);
 		return;
 	}
-	/* fstat() arrives without the file handle: find the caller's open by its pid. */
-	if (fi && fi->fh && ((struct open_file *)(uintptr_t)fi->fh)->snap)
-		snap = snapshot_ref(((struct open_file *)(uintptr_t)fi->fh)->snap);
-	else
+	/* fstat() arrives without the file handle: find the caller's open by its process. */
+	snap = NULL;
+	if (fi) {
+		struct open_file *of = open_file_get(fs, fi);
+
+		if (of && of->snap)
+			snap = snapshot_ref(of->snap);
+		if (of)
+			handle_put(&of->h);
+	}
+	if (!snap)
 		snap = snapshot_table_reading(fs->snaps, ino, caller_process(&c));
 	if (snap) {
 		reply_attr_of(req, fs, &ref, snap);
@@ -389,46 +420,43 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+	struct open_file *of = open_file_get(fs_of(req), fi);
 
-	if (!of->snap) {
+	if (!of || !of->snap) {
 		fuse_reply_err(req, EBADF);
-		return;
-	}
-	if (off < 0 || (size_t)off >= of->snap->len) {
+	} else if (off < 0 || (size_t)off >= of->snap->len) {
 		fuse_reply_buf(req, NULL, 0);
-		return;
+	} else {
+		if (size > of->snap->len - off)
+			size = of->snap->len - off;
+		fuse_reply_buf(req, of->snap->data + off, size);
 	}
-	if (size > of->snap->len - off)
-		size = of->snap->len - off;
-	fuse_reply_buf(req, of->snap->data + off, size);
+	handle_put(of ? &of->h : NULL);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+	struct open_file *of = open_file_get(fs, fi);
 	int err;
 
+	if (!of) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
 	/* One value per write(): the write itself fails when the value is bad. */
 	err = of->ref.node->write(fs->a, &of->ref, buf, size);
 	if (err)
 		fuse_reply_err(req, -err);
 	else
 		fuse_reply_write(req, size);
+	handle_put(&of->h);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = fs_of(req);
-	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
-
-	if (of->snap) {
-		snapshot_table_closed(fs->snaps, ino, of->opener);
-		snapshot_unref(of->snap);
-	}
-	free(of);
+	handle_remove(fs_of(req)->handles, fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -506,35 +534,35 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, -err);
 		return;
 	}
-	fi->fh = (uintptr_t)l;
-	if (fuse_reply_open(req, fi)) {
-		free(l->buf);
-		free(l);
-	}
+	fi->fh = handle_add(fs->handles, &l->h, dir_listing_destroy);
+	if (fuse_reply_open(req, fi))
+		handle_remove(fs->handles, fi->fh);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	struct dir_listing *l = (struct dir_listing *)(uintptr_t)fi->fh;
+	struct dir_listing *l = (struct dir_listing *)handle_get(fs_of(req)->handles, fi->fh);
 
-	if (off < 0 || (size_t)off >= l->len) {
-		fuse_reply_buf(req, NULL, 0);
+	if (!l) {
+		fuse_reply_err(req, EBADF);
 		return;
 	}
-	/* A slice may end inside an entry: the kernel drops the partial entry and asks again
-	 * from the offset of the last whole one. */
-	if (size > l->len - off)
-		size = l->len - off;
-	fuse_reply_buf(req, l->buf + off, size);
+	if (off < 0 || (size_t)off >= l->len) {
+		fuse_reply_buf(req, NULL, 0);
+	} else {
+		/* A slice may end inside an entry: the kernel drops the partial entry and asks
+		 * again from the offset of the last whole one. */
+		if (size > l->len - off)
+			size = l->len - off;
+		fuse_reply_buf(req, l->buf + off, size);
+	}
+	handle_put(&l->h);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct dir_listing *l = (struct dir_listing *)(uintptr_t)fi->fh;
-
-	free(l->buf);
-	free(l);
+	handle_remove(fs_of(req)->handles, fi->fh);
 	fuse_reply_err(req, 0);
 }
 
