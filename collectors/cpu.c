@@ -464,10 +464,7 @@ void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats
 	out->ustack_errors = sums[CPU_STAT_USTACK_ERR];
 	out->kstack_errors = sums[CPU_STAT_KSTACK_ERR];
 	out->stacks_lost = atomic_load(&c->stacks_lost);
-	pthread_mutex_lock(&c->lock);
-	out->targets = HASH_COUNT(c->targets);
 	out->running = c->running;
-	pthread_mutex_unlock(&c->lock);
 }
 
 uint64_t cpu_collector_target_drops(struct cpu_collector *c, pid_t pid)

@@ -19,7 +19,6 @@ struct cpu_collector_stats {
 	uint64_t ustack_errors; /* user stack could not be read (sample kept without it) */
 	uint64_t kstack_errors;
 	uint64_t stacks_lost;  /* samples dropped: their stack was gone when drained */
-	unsigned targets;      /* processes being sampled now */
 	int running;           /* perf events open */
 };
 

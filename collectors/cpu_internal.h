@@ -66,7 +66,7 @@ struct cpu_collector {
 	int ncpus;
 	int *perf_fds;
 	struct bpf_link **perf_links;
-	bool running;
+	_Atomic bool running;     /* perf events open; read without the lock by status */
 	struct bpf_link *exec_link;
 	struct cpu_inner_spec counts_spec, stacks_spec;
 	int counts_fds[2], stacks_fds[2];

@@ -138,7 +138,6 @@ int targets_info(struct targets *ts, pid_t pid, struct target_info *out)
 	out->suid = id.suid;
 	out->rgid = id.rgid;
 	out->state = t ? t->state : TARGET_DISABLED;
-	out->since = t ? t->since : ts->a->started;
 out:
 	pthread_mutex_unlock(&ts->lock);
 	return err;

@@ -30,7 +30,6 @@ struct target_info {
 	uid_t ruid, euid, suid;
 	gid_t rgid;
 	enum target_state state;
-	int64_t since;  /* last change of state; start of the process if never enabled */
 };
 
 int targets_new(struct aperture *a, struct targets **out);
