@@ -1,6 +1,7 @@
 """Helpers shared by the bench parts: process CPU and memory from /proc, the gated workload,
 and an aperture daemon on a private mount point."""
 import os
+import random
 import re
 import signal
 import statistics
@@ -90,6 +91,15 @@ def wait_until(cond, timeout, step=0.01):
 
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
+
+
+def median_diff_ci(a, b, n=4000, seed=1):
+    """95 % bootstrap interval of median(a) - median(b), a and b resampled independently:
+    how far apart two medians of noisy ratios may really be."""
+    rng = random.Random(seed)
+    diffs = sorted(statistics.median(rng.choices(a, k=len(a))) -
+                   statistics.median(rng.choices(b, k=len(b))) for _ in range(n))
+    return diffs[int(0.025 * n)], diffs[int(0.975 * n) - 1]
 
 
 def read_text(path):

@@ -94,8 +94,8 @@ class Perf(External):
 
     def argv(self, pid, tmp):
         self.data = os.path.join(tmp, "perf.data")
-        # -e cpu-clock: the same event as the other two. perf's default here (no hardware
-        # PMU) is cpu-clock:ppp, which recorded no samples at all when attached with -p.
+        # -e cpu-clock: the same event as the other two, named (with no hardware PMU perf's
+        # default falls back to cpu-clock:ppp).
         return ["perf", "record", "-q", "-e", "cpu-clock", "-g", "-F", str(self.hz),
                 "-p", str(pid), "-o", self.data]
 
@@ -156,6 +156,7 @@ def summarize(name, hz, pairs):
         "prof_wall_s": median([p["wall"] for p in prof]),
         "wall_ratio": median(ratios), "wall_ratio_min": min(ratios), "wall_ratio_max": max(ratios),
         "cpu_ratio": median([p["self_cpu"] / b["self_cpu"] for b, p in pairs]),
+        "ratios": [round(r, 4) for r in ratios],
         "attach_s": median([p["attach_s"] for p in prof]),
         "samples": median([p["samples"] for p in prof]),
         "prof_cpu_steady_s": median([p["cpu_steady"] for p in prof]),
@@ -163,6 +164,9 @@ def summarize(name, hz, pairs):
     }
     if any(p.get("went_idle") is False for p in prof):
         out["warning"] = "daemon kept sampling after its target exited"
+    # A profiler that silently sampled less would look cheap: check against the rate asked.
+    if out["samples"] < 0.8 * hz * out["prof_wall_s"]:
+        out["warning"] = f"only {out['samples']:.0f} samples, expected ~{hz * out['prof_wall_s']:.0f}"
     return out
 
 
@@ -190,18 +194,18 @@ def run(daemon, spin, rounds, runs, rates, tmp, log):
 def kernel_cost(daemon, spin, rates, seconds, reps, tmp, log):
     """In-kernel cost of aperture's and BCC's sampling programs, from the kernel's own BPF
     run-time statistics: too small a slowdown to see through a shared machine's noise, but
-    exact. Normalized by the target's CPU time: at a fixed rate per CPU, target samples are
-    hz x target CPU seconds for both (aperture's own count agrees). The total includes the
-    program's quick exits on ticks of other processes, which both pay alike. The two take
-    turns `reps` times; the figures are medians."""
+    exact. Both are attached to the same busy `spin` at once, so both programs run under the
+    same conditions (load, caches) and their ratio is steady even when the machine is not.
+    Normalized by the target's CPU time: at a fixed rate per CPU, target samples are
+    hz x target CPU seconds (aperture's own count agrees). The totals include the programs'
+    quick exits on ticks of other processes, which both pay alike. Medians of `reps`."""
     was_on = set_bpf_stats(True)
     runs = {}
     try:
         for _ in range(reps):
             for hz in rates:
-                for prof in (Aperture(daemon, hz), Bcc(hz)):
-                    runs.setdefault((prof.name, hz), []).append(
-                        bpf_time(prof, daemon, spin, hz, seconds, tmp))
+                for name, r in bpf_time(daemon, spin, hz, seconds, tmp).items():
+                    runs.setdefault((name, hz), []).append(r)
     finally:
         set_bpf_stats(was_on)
     rows = []
@@ -211,25 +215,31 @@ def kernel_cost(daemon, spin, rates, seconds, reps, tmp, log):
                      "ns_per_run": median([r["ns"] / r["runs"] for r in rs]),
                      "ns_per_target_sample": median([r["ns"] / (hz * r["cpu"]) for r in rs]),
                      "target_cpu_pct": median([100 * r["ns"] / 1e9 / r["cpu"] for r in rs])})
+        if name.startswith("bcc"):
+            ap = runs[(f"aperture {hz} Hz", hz)]
+            rows[-2]["vs_bcc"] = median([a["ns"] / b["ns"] for a, b in zip(ap, rs)])
         log(f"  {name:20s} {rows[-1]['ns_per_target_sample']:.0f} ns per target sample")
     return rows
 
 
-def bpf_time(prof, daemon, spin, hz, seconds, tmp):
-    """BPF program runs and nanoseconds, and the target's CPU seconds, over `seconds` of a
-    busy target profiled by prof."""
+def bpf_time(daemon, spin, hz, seconds, tmp):
+    """BPF program runs and nanoseconds of aperture and BCC, and the target's CPU seconds,
+    over `seconds` of one busy target both profile at once."""
     w = subprocess.Popen([spin], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ap, bcc = Aperture(daemon, hz), Bcc(hz)
     try:
-        prof.attach(w.pid, tmp)
-        holder = daemon.pid if isinstance(prof, Aperture) else prof.proc.pid
+        ap.attach(w.pid, tmp)
+        bcc.attach(w.pid, tmp)
+        holders = {ap.name: daemon.pid, bcc.name: bcc.proc.pid}
         time.sleep(1)
-        (n0, ns0), c0 = bpf_prog_stats(holder), task_cpu_s(w.pid)
+        before, c0 = {n: bpf_prog_stats(p) for n, p in holders.items()}, task_cpu_s(w.pid)
         time.sleep(seconds)
-        (n1, ns1), c1 = bpf_prog_stats(holder), task_cpu_s(w.pid)
+        after, c1 = {n: bpf_prog_stats(p) for n, p in holders.items()}, task_cpu_s(w.pid)
     finally:
         w.kill()
         w.wait()
-        if isinstance(prof, Bcc):
-            prof.proc.kill()
-            reap(prof.proc, 10)
-    return {"runs": max(n1 - n0, 1), "ns": ns1 - ns0, "cpu": max(c1 - c0, 1e-9)}
+        if hasattr(bcc, "proc"):
+            bcc.proc.kill()
+            reap(bcc.proc, 10)
+    return {n: {"runs": max(after[n][0] - before[n][0], 1), "ns": after[n][1] - before[n][1],
+                "cpu": max(c1 - c0, 1e-9)} for n in holders}

@@ -12,7 +12,8 @@ import signal
 import subprocess
 import time
 
-from common import Daemon, folded_stats, median, read_text
+from common import Daemon, Gated, folded_stats, holds_perf_events, median, read_text, \
+    wait_until
 
 HZ = 4999
 
@@ -67,15 +68,22 @@ def aperture_side(binary, paths, want_stacks, cats, tmp, log):
 
 
 def perf_side(paths, seconds, runs, tmp, log):
+    """perf records `paths` for as long as aperture sampled it. The workload starts at its
+    gate, after perf holds its events, as in part 1."""
     data = os.path.join(tmp, "render-perf.data")
-    w = subprocess.Popen([paths], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    w = Gated([paths], tmp, "render")
     try:
-        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-F", str(HZ),
-                        "-p", str(w.pid), "-o", data, "--", "sleep", f"{seconds:.1f}"],
-                       check=True, stderr=subprocess.DEVNULL)
+        rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-F", str(HZ),
+                                "-p", str(w.pid), "-o", data], stderr=subprocess.DEVNULL)
+        wait_until(lambda: holds_perf_events(rec.pid) != 0, 30)
+        time.sleep(0.3)
+        w.release()
+        time.sleep(seconds)
+        rec.send_signal(signal.SIGINT)
+        rec.wait(60)
     finally:
-        w.kill()
-        w.wait()
+        w.proc.kill()
+        w.proc.wait()
     folded = subprocess.run(["perf", "script", "report", "stackcollapse", "-i", data],
                             capture_output=True, text=True, check=True).stdout
     lines, samples = folded_stats(folded)
