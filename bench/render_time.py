@@ -95,6 +95,10 @@ def perf_side(paths, seconds, runs, tmp, log):
     return out
 
 
-def run(binary, paths, want_stacks, cats, perf_runs, tmp, log):
+def run(binary, paths, paths_big, want_stacks, cats, perf_runs, tmp, log):
+    """The target's case with its perf peer, then aperture alone at 2.5x the stacks (a
+    15-level `paths`), to show how render time grows."""
     ap = aperture_side(binary, paths, want_stacks, cats, tmp, log)
-    return {"aperture": ap, "perf": perf_side(paths, ap["sampled_s"], perf_runs, tmp, log)}
+    out = {"aperture": ap, "perf": perf_side(paths, ap["sampled_s"], perf_runs, tmp, log)}
+    out["aperture_big"] = aperture_side(binary, paths_big, int(2.5 * want_stacks), cats, tmp, log)
+    return out
