@@ -131,6 +131,21 @@ def table_render(res):
     return out
 
 
+def write_summary(path, res):
+    """The summary, small enough to commit: five significant digits; the per-pair ratios
+    stay in the .raw.json."""
+    def trim(x):
+        if isinstance(x, float):
+            return float(f"{x:.5g}")
+        if isinstance(x, dict):
+            return {k: trim(v) for k, v in x.items() if k != "ratios"}
+        return [trim(v) for v in x] if isinstance(x, list) else x
+    slim = trim(res)
+    with open(path, "w") as f:
+        json.dump(slim, f, separators=(",", ":"))
+        f.write("\n")
+
+
 def main():
     # Started in the background, this process may have SIGINT ignored, and an ignored signal
     # stays ignored across exec: BCC's profile would never hear the SIGINT that ends it.
@@ -187,8 +202,7 @@ def main():
     print("\n".join([head, ""] + table))
     os.makedirs(args.results, exist_ok=True)
     stem = os.path.join(args.results, m["date"].replace(":", ""))
-    with open(stem + ".json", "w") as f:
-        json.dump(res, f, indent=1)
+    write_summary(stem + ".json", res)
     with open(stem + ".raw.json", "w") as f:  # per-run records; not committed (.gitignore)
         json.dump(raw, f)
     with open(stem + ".txt", "w") as f:
