@@ -84,7 +84,7 @@ def table_kernel(rows):
         out.append(f"   {r['profiler']:<20} {r['ns_per_target_sample']:>7.0f} ns per target sample"
                    f" ({r['ns_per_run']:.0f} ns per program run, {r['runs']:.0f} runs) = "
                    f"{r['target_cpu_pct']:.2f}% of the target's CPU time"
-                   + (f"; {r['vs_bcc']:.2f}x BCC's" if "vs_bcc" in r else ""))
+                   + (f"; {r['vs_bcc']:.2f}x BCC's, paired" if "vs_bcc" in r else ""))
     return out
 
 
