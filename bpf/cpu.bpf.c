@@ -7,11 +7,14 @@
  * bucket id: bpf_get_stackid silently loses stacks that collide in a bucket (-EEXIST), while a
  * 64-bit hash makes a collision practically impossible and a full map is counted.
  *
- * Counts and stacks live in inner maps of one-slot map-of-maps. Userspace drains by swapping
- * in an empty inner map: the kernel waits for running programs (synchronize_rcu) when a
- * map-of-maps slot is replaced, so the old inner map can then be read and emptied race-free. */
+ * Counts and stacks live in inner maps of one-slot map-of-maps. Userspace drains the counts
+ * once a second by swapping in an empty inner map: the kernel waits for running programs
+ * (synchronize_rcu) when a map-of-maps slot is replaced, so the old map can then be read and
+ * emptied race-free. Stacks stay from drain to drain (a stack's hash names its content) and
+ * are swapped for a fresh map the same way when the map is filling up. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include "cpu.h"
 
 /* vmlinux.h has no errno macros and the uapi header does not build for the bpf target. */
@@ -30,14 +33,16 @@ struct {
 	__type(value, struct cpu_target);
 } targets SEC(".maps");
 
-/* Inner map templates; userspace creates the real inner maps alike. Sizes rather than types:
- * clang emits only a forward declaration for a struct reached through __array. */
+/* Inner map declarations, for the verifier's idea of the maps' shape. Userspace creates the
+ * real inner maps (and hands one to libbpf as the template), so it chooses their sizes and
+ * flags at run time. Sizes rather than types: clang emits only a forward declaration for a
+ * struct reached through __array. */
 struct counts_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 32768);
 	__uint(key_size, sizeof(struct cpu_key));
 	__uint(value_size, sizeof(__u64));
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(map_flags, 0); /* preallocated: refilled every second */
 };
 
 struct stacks_map {
@@ -75,6 +80,9 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } stats SEC(".maps");
+
+/* Stacks stored in the current stacks map: userspace starts a fresh map before it fills. */
+__u64 stacks_stored = 0;
 
 static __always_inline void stat_inc(__u32 idx)
 {
@@ -115,6 +123,8 @@ static __always_inline long capture(void *ctx, void *stacks_map, __u64 flags, __
 	if (bpf_map_lookup_elem(stacks_map, hash))
 		return 0;
 	bytes = bpf_map_update_elem(stacks_map, hash, st, BPF_NOEXIST);
+	if (bytes == 0)
+		__sync_fetch_and_add(&stacks_stored, 1);
 	return bytes == -EEXIST ? 0 : bytes; /* another CPU stored the same stack first */
 }
 
@@ -150,11 +160,15 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 		key.flags |= CPU_KEY_USTACK_ERR;
 		stat_inc(CPU_STAT_USTACK_ERR);
 	}
-	err = capture(ctx, stacks_map, 0, &key.kstack);
-	if (err == -E2BIG || err == -ENOMEM)
-		goto stacks_full;
-	if (err < 0)
-		stat_inc(CPU_STAT_KSTACK_ERR);
+	/* A tick that interrupted user code has no kernel stack: don't pay for looking. On
+	 * 64-bit architectures kernel addresses are the upper half. */
+	if ((long)PT_REGS_IP(&ctx->regs) < 0) {
+		err = capture(ctx, stacks_map, 0, &key.kstack);
+		if (err == -E2BIG || err == -ENOMEM)
+			goto stacks_full;
+		if (err < 0)
+			stat_inc(CPU_STAT_KSTACK_ERR);
+	}
 
 	count = bpf_map_lookup_elem(counts_map, &key);
 	if (count) {

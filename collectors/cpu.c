@@ -24,45 +24,29 @@ static int libbpf_capture(enum libbpf_print_level level, const char *fmt, va_lis
 	return 0;
 }
 
-static void spec_of(struct bpf_map *outer, struct cpu_inner_spec *spec)
-{
-	struct bpf_map *inner = bpf_map__inner_map(outer);
+static const struct cpu_inner_spec counts_spec = {
+	.key_size = sizeof(struct cpu_key),
+	.value_size = sizeof(__u64),
+	.max_entries = 32768,
+	.flags = 0, /* preallocated: emptied and refilled every second */
+};
 
-	spec->key_size = bpf_map__key_size(inner);
-	spec->value_size = bpf_map__value_size(inner);
-	spec->max_entries = bpf_map__max_entries(inner);
-	spec->flags = bpf_map__map_flags(inner);
-}
+/* Stacks are stored once and kept: allocated as they come where the kernel allows it. */
+static const struct cpu_inner_spec stacks_spec = {
+	.key_size = sizeof(__u64),
+	.value_size = sizeof(struct cpu_stack),
+	.max_entries = 32768, /* up to ~36 MiB if all are used */
+	.flags = BPF_F_NO_PREALLOC,
+};
 
-/* Kernels before 6.1 refuse non-preallocated hash maps in perf_event programs; preallocated
- * ones cost their full size up front, so they are made smaller there. */
-static int load_skeleton(struct cpu_collector *c, bool prealloc)
-{
-	struct bpf_map *ci, *si;
-	int err;
+static const struct cpu_inner_spec stacks_spec_prealloc = {
+	.key_size = sizeof(__u64),
+	.value_size = sizeof(struct cpu_stack),
+	.max_entries = 4096, /* 4 MiB up front */
+	.flags = 0,
+};
 
-	c->skel = cpu_bpf__open();
-	if (!c->skel)
-		return -errno;
-	ci = bpf_map__inner_map(c->skel->maps.counts);
-	si = bpf_map__inner_map(c->skel->maps.stacks);
-	if (prealloc) {
-		bpf_map__set_map_flags(ci, 0);
-		bpf_map__set_map_flags(si, 0);
-		bpf_map__set_max_entries(ci, 8192);
-		bpf_map__set_max_entries(si, 2048);
-	}
-	spec_of(c->skel->maps.counts, &c->counts_spec);
-	spec_of(c->skel->maps.stacks, &c->stacks_spec);
-	err = cpu_bpf__load(c->skel);
-	if (err) {
-		cpu_bpf__destroy(c->skel);
-		c->skel = NULL;
-	}
-	return err;
-}
-
-static int create_inner(const struct cpu_inner_spec *spec, const char *name)
+int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = spec->flags);
 	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, name, spec->key_size, spec->value_size,
@@ -71,21 +55,62 @@ static int create_inner(const struct cpu_inner_spec *spec, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Points the kernel at inner maps `idx`. Replacing a map-of-maps slot waits until no program
- * still uses the old inner map, which is what makes draining the old one race-free. Counts
- * go first: a sample taken between the two updates then has its stack in the old stacks map,
- * which this drain reads, and its count in the new counts map, read next time with the
- * previous drain's stacks at hand. */
-int cpu_install_inner(struct cpu_collector *c, int idx)
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void close_maps(struct cpu_collector *c)
+{
+	close_fd(&c->counts_fds[0]);
+	close_fd(&c->counts_fds[1]);
+	close_fd(&c->stacks_fd);
+	close_fd(&c->stacks_spare_fd);
+}
+
+/* Makes the inner maps of shape stacks and loads the programs against them. */
+static int load_with(struct cpu_collector *c, const struct cpu_inner_spec *stacks)
+{
+	int err;
+
+	c->counts_spec = counts_spec;
+	c->stacks_spec = *stacks;
+	c->counts_fds[0] = cpu_create_inner(&c->counts_spec, "cpu_counts");
+	c->counts_fds[1] = cpu_create_inner(&c->counts_spec, "cpu_counts");
+	c->stacks_fd = cpu_create_inner(&c->stacks_spec, "cpu_stacks");
+	c->stacks_spare_fd = cpu_create_inner(&c->stacks_spec, "cpu_stacks");
+	if (c->counts_fds[0] < 0 || c->counts_fds[1] < 0 || c->stacks_fd < 0 ||
+	    c->stacks_spare_fd < 0) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	c->skel = cpu_bpf__open();
+	if (!c->skel) {
+		err = -errno;
+		goto fail;
+	}
+	bpf_map__set_inner_map_fd(c->skel->maps.counts, c->counts_fds[0]);
+	bpf_map__set_inner_map_fd(c->skel->maps.stacks, c->stacks_fd);
+	err = cpu_bpf__load(c->skel);
+	if (err)
+		goto fail;
+	return 0;
+fail:
+	cpu_bpf__destroy(c->skel);
+	c->skel = NULL;
+	close_maps(c);
+	return err;
+}
+
+/* Points the kernel at inner map fd. Replacing a map-of-maps slot waits until no program
+ * still uses the old inner map, which is what makes reading the old one race-free. */
+int cpu_install_inner(struct bpf_map *outer, int fd)
 {
 	__u32 zero = 0;
 
-	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.counts), &zero, &c->counts_fds[idx], 0))
-		return -errno;
-	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.stacks), &zero, &c->stacks_fds[idx], 0))
-		return -errno;
-	c->live = idx;
-	return 0;
+	return bpf_map_update_elem(bpf_map__fd(outer), &zero, &fd, 0) ? -errno : 0;
 }
 
 static int perf_open(unsigned hz, int cpu)
@@ -161,8 +186,8 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	pthread_mutex_init(&c->lock, NULL);
 	c->syms = syms;
 	c->hz = frequency_hz;
-	for (int i = 0; i < 2; i++)
-		c->counts_fds[i] = c->stacks_fds[i] = -1;
+	c->counts_fds[0] = c->counts_fds[1] = -1;
+	c->stacks_fd = c->stacks_spare_fd = c->stacks_retired_fd = -1;
 	c->ncpus = libbpf_num_possible_cpus();
 	if (c->ncpus <= 0) {
 		err = c->ncpus ? c->ncpus : -ENODEV;
@@ -170,25 +195,18 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 		goto fail;
 	}
 	libbpf_last[0] = '\0';
-	err = load_skeleton(c, false);
+	err = load_with(c, &stacks_spec);
 	if (err)
-		err = load_skeleton(c, true);
+		err = load_with(c, &stacks_spec_prealloc);
 	if (err) {
 		snprintf(errbuf, errlen, "loading BPF programs: %s%s%s", strerror(-err),
 			 libbpf_last[0] ? ": " : "", libbpf_last);
 		errbuf[strcspn(errbuf, "\n")] = '\0';
 		goto fail;
 	}
-	for (int i = 0; i < 2; i++) {
-		c->counts_fds[i] = create_inner(&c->counts_spec, "cpu_counts");
-		c->stacks_fds[i] = create_inner(&c->stacks_spec, "cpu_stacks");
-		if (c->counts_fds[i] < 0 || c->stacks_fds[i] < 0) {
-			err = c->counts_fds[i] < 0 ? c->counts_fds[i] : c->stacks_fds[i];
-			snprintf(errbuf, errlen, "creating BPF maps: %s", strerror(-err));
-			goto fail;
-		}
-	}
-	err = cpu_install_inner(c, 0);
+	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[0]);
+	if (!err)
+		err = cpu_install_inner(c->skel->maps.stacks, c->stacks_fd);
 	if (err) {
 		snprintf(errbuf, errlen, "installing BPF maps: %s", strerror(-err));
 		goto fail;
@@ -203,10 +221,7 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
 	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
 	c->batch_values = calloc(c->counts_spec.max_entries, sizeof(__u64));
-	c->stack_batch_keys = calloc(CPU_STACK_BATCH, sizeof(__u64));
-	c->stack_batch_values = calloc(CPU_STACK_BATCH, sizeof(struct cpu_stack));
-	if (!c->perf_fds || !c->perf_links || !c->batch_keys || !c->batch_values ||
-	    !c->stack_batch_keys || !c->stack_batch_values) {
+	if (!c->perf_fds || !c->perf_links || !c->batch_keys || !c->batch_values) {
 		err = -ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
 		goto fail;
@@ -223,7 +238,6 @@ fail:
 void cpu_collector_free(struct cpu_collector *c)
 {
 	struct cpu_target_state *t, *tmp;
-	struct cpu_raw_stack *r, *rtmp;
 
 	if (!c)
 		return;
@@ -234,27 +248,12 @@ void cpu_collector_free(struct cpu_collector *c)
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);
 	}
-	HASH_ITER(hh, c->raw_now, r, rtmp) {
-		HASH_DEL(c->raw_now, r);
-		free(r);
-	}
-	HASH_ITER(hh, c->raw_prev, r, rtmp) {
-		HASH_DEL(c->raw_prev, r);
-		free(r);
-	}
-	for (int i = 0; i < 2; i++) {
-		if (c->counts_fds[i] >= 0)
-			close(c->counts_fds[i]);
-		if (c->stacks_fds[i] >= 0)
-			close(c->stacks_fds[i]);
-	}
 	cpu_bpf__destroy(c->skel);
+	close_maps(c);
 	free(c->perf_fds);
 	free(c->perf_links);
 	free(c->batch_keys);
 	free(c->batch_values);
-	free(c->stack_batch_keys);
-	free(c->stack_batch_values);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -464,6 +463,7 @@ void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats
 	out->ustack_errors = sums[CPU_STAT_USTACK_ERR];
 	out->kstack_errors = sums[CPU_STAT_KSTACK_ERR];
 	out->stacks_lost = atomic_load(&c->stacks_lost);
+	out->stack_maps_renewed = atomic_load(&c->stack_maps_renewed);
 	out->running = c->running;
 }
 

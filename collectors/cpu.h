@@ -19,6 +19,7 @@ struct cpu_collector_stats {
 	uint64_t ustack_errors; /* user stack could not be read (sample kept without it) */
 	uint64_t kstack_errors;
 	uint64_t stacks_lost;  /* samples dropped: their stack was gone when drained */
+	uint64_t stack_maps_renewed; /* times the kernel's stacks map was filling up and replaced */
 	int running;           /* perf events open */
 };
 

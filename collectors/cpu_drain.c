@@ -1,12 +1,15 @@
-/* Draining: swap the kernel onto the other inner maps, read and empty the old ones, and turn
+/* Draining: swap the kernel onto the other counts map, read and empty the old one, and turn
  * each (thread, user stack, kernel stack) count into a profile stack of frame ids. A stack is
- * named once per target and address space; later drains find it in the target's cache. */
+ * named once per target and address space; later drains find it in the target's cache, and
+ * only new ones are read from the kernel's stacks map. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
+#include <unistd.h>
 #include "collectors/cpu_internal.h"
+#include "cpu.skel.h"
 
 #define FRAME_NAME_MAX 512
 
@@ -46,43 +49,16 @@ static int take_all(int fd, void *keys, void *values, uint32_t cap,
 	}
 }
 
-static int keep_raw_stacks(struct drain_ctx *ctx, const void *keys, const void *values,
-			   uint32_t n)
-{
-	struct cpu_collector *c = ctx->c;
-	const __u64 *hashes = keys;
-	const struct cpu_stack *stacks = values;
-
-	for (uint32_t i = 0; i < n; i++) {
-		struct cpu_raw_stack *r = malloc(sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		r->hash = hashes[i];
-		r->st = stacks[i];
-		HASH_ADD(hh, c->raw_now, hash, sizeof(r->hash), r);
-	}
-	return 0;
-}
-
-static void free_raw(struct cpu_raw_stack **table)
-{
-	struct cpu_raw_stack *r, *tmp;
-
-	HASH_ITER(hh, *table, r, tmp) {
-		HASH_DEL(*table, r);
-		free(r);
-	}
-}
-
+/* The addresses of the stack with this hash: in the stacks map the kernel writes now, or in
+ * the one this drain retired, where the counts being drained may have put it. */
 static const struct cpu_stack *find_raw(struct cpu_collector *c, uint64_t hash)
 {
-	struct cpu_raw_stack *r;
-
-	HASH_FIND(hh, c->raw_now, &hash, sizeof(hash), r);
-	if (!r)
-		HASH_FIND(hh, c->raw_prev, &hash, sizeof(hash), r);
-	return r ? &r->st : NULL;
+	if (!bpf_map_lookup_elem(c->stacks_fd, &hash, &c->raw))
+		return &c->raw;
+	if (c->stacks_retired_fd >= 0 &&
+	    !bpf_map_lookup_elem(c->stacks_retired_fd, &hash, &c->raw))
+		return &c->raw;
+	return NULL;
 }
 
 /* The newest generation known is the process's current address space: only its mappings
@@ -221,24 +197,51 @@ static int add_counts(struct drain_ctx *ctx, const void *keys, const void *value
 	return first_err;
 }
 
+/* A full stacks map drops samples: before it fills, the kernel is given a fresh one. "Before
+ * it fills" allows for twice as many new stacks as the last second brought. Stacks go first,
+ * so a sample taken between the two swaps finds its stack in the new map while its count
+ * goes to the old counts map, drained now, which then looks in both. */
+static int retire_stacks_if_filling(struct cpu_collector *c)
+{
+	uint64_t stored = c->skel->bss->stacks_stored;
+	uint64_t recent = stored - c->stacks_stored_before;
+	int err;
+
+	c->stacks_stored_before = stored;
+	if (stored + 2 * recent < c->stacks_spec.max_entries / 10 * 9 || c->stacks_spare_fd < 0)
+		return 0;
+	err = cpu_install_inner(c->skel->maps.stacks, c->stacks_spare_fd);
+	if (err)
+		return err;
+	c->stacks_retired_fd = c->stacks_fd;
+	c->stacks_fd = c->stacks_spare_fd;
+	c->stacks_spare_fd = -1;
+	c->skel->bss->stacks_stored = 0;
+	c->stacks_stored_before = 0;
+	atomic_fetch_add(&c->stack_maps_renewed, 1);
+	return 0;
+}
+
 int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 {
 	struct drain_ctx ctx = { .c = c, .now = now };
-	int old = c->live, err, stacks_err;
+	int old = c->counts_live, err, stacks_err;
 
 	c->drain_seq++;
-	err = cpu_install_inner(c, !old);
+	stacks_err = retire_stacks_if_filling(c);
+	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
 	if (err)
 		return err;
-
-	/* Stacks first: the counts about to be read refer to them. */
-	free_raw(&c->raw_prev);
-	c->raw_prev = c->raw_now;
-	c->raw_now = NULL;
-	stacks_err = take_all(c->stacks_fds[old], c->stack_batch_keys, c->stack_batch_values,
-			      CPU_STACK_BATCH, keep_raw_stacks, &ctx);
-
+	c->counts_live = !old;
 	err = take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
 		       c->counts_spec.max_entries, add_counts, &ctx);
+	if (c->stacks_retired_fd >= 0) {
+		/* Emptying a big map costs more than making a new one. */
+		close(c->stacks_retired_fd);
+		c->stacks_retired_fd = -1;
+		c->stacks_spare_fd = cpu_create_inner(&c->stacks_spec, "cpu_stacks");
+		if (c->stacks_spare_fd < 0 && !stacks_err)
+			stacks_err = c->stacks_spare_fd;
+	}
 	return err ? err : stacks_err;
 }

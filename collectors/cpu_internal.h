@@ -13,7 +13,6 @@
  * (generation, hash), so an exec'd process never reuses names made for another address
  * space; the mappings of the last CPU_GENS generations are kept. */
 #define CPU_GENS 4
-#define CPU_STACK_BATCH 256
 
 struct cpu_gen_syms {
 	uint32_t gen;
@@ -45,15 +44,9 @@ struct cpu_target_state {
 	UT_hash_handle hh;
 };
 
-/* Raw stacks read from the kernel in one drain, by hash. */
-struct cpu_raw_stack {
-	uint64_t hash;
-	struct cpu_stack st;
-	UT_hash_handle hh;
-};
-
-/* Parameters of the inner maps, read from the BPF object's templates before load: the kernel
- * only accepts inner maps that match the template. */
+/* Shape of the inner maps. The kernel only installs inner maps that match the template the
+ * program was verified with, and userspace makes both, so the shape is chosen here at run
+ * time: kernels before 6.1 refuse non-preallocated hash maps in perf_event programs. */
 struct cpu_inner_spec {
 	uint32_t key_size, value_size, max_entries, flags;
 };
@@ -69,18 +62,23 @@ struct cpu_collector {
 	_Atomic bool running;     /* perf events open; read without the lock by status */
 	struct bpf_link *exec_link;
 	struct cpu_inner_spec counts_spec, stacks_spec;
-	int counts_fds[2], stacks_fds[2];
-	int live;              /* index of the inner maps the kernel writes now */
+	int counts_fds[2];
+	int counts_live;       /* index of the counts map the kernel writes now */
+	int stacks_fd;         /* the stacks map the kernel writes now */
+	int stacks_spare_fd;   /* empty, swapped in when stacks_fd is filling up */
+	int stacks_retired_fd; /* during a drain: the map swapped out, still readable */
+	uint64_t stacks_stored_before; /* stacks_stored at the previous drain */
 	struct cpu_target_state *targets; /* the enabled ones */
 	uint64_t drain_seq;
-	struct cpu_raw_stack *raw_now, *raw_prev;
+	struct cpu_stack raw;  /* the stack being named */
 	void *batch_keys, *batch_values; /* drain buffers, counts_spec.max_entries long */
-	void *stack_batch_keys, *stack_batch_values; /* CPU_STACK_BATCH long */
 	_Atomic uint64_t stacks_lost;
+	_Atomic uint64_t stack_maps_renewed;
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
-int cpu_install_inner(struct cpu_collector *c, int idx);
+int cpu_install_inner(struct bpf_map *outer, int fd);
+int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);
 void cpu_target_state_free(struct cpu_target_state *t);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);

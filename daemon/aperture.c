@@ -154,6 +154,7 @@ int aperture_status(struct aperture *a, FILE *out)
 	fprintf(out, "drops_stack_lost: %llu\n", (unsigned long long)cs.stacks_lost);
 	fprintf(out, "user_stack_errors: %llu\n", (unsigned long long)cs.ustack_errors);
 	fprintf(out, "kernel_stack_errors: %llu\n", (unsigned long long)cs.kstack_errors);
+	fprintf(out, "stack_maps_renewed: %llu\n", (unsigned long long)cs.stack_maps_renewed);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");

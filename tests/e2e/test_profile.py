@@ -269,3 +269,25 @@ def test_frequency_the_kernel_refuses(daemon, workloads):
     assert "5000" in daemon.status()["last_error"]
     n = daemon.samples(pid)
     daemon.wait_samples(pid, n + 100, timeout=5)
+
+
+def test_more_stacks_than_the_stacks_map_holds(daemon, workloads):
+    """Over 30000 distinct stacks (16384 paths, two threads, user and kernel stacks): the
+    kernel's stacks map (32768 entries) is replaced before it fills, with no sample lost and
+    every stack still named."""
+    before = daemon.status()
+    daemon.set_frequency(2999)
+    pid = workloads.start("many_stacks", 40, 2).pid
+    enable(daemon, pid)
+    wait_for(lambda: int(daemon.status()["stack_maps_renewed"]) > int(before["stack_maps_renewed"]),
+             50, "the stacks map to be renewed")
+    enable(daemon, pid, "0")
+    after = daemon.status()
+    for drop in ("drops_stack_lost", "drops_stacks_map_full", "drops_counts_map_full"):
+        assert after[drop] == before[drop], f"{drop}: {before[drop]} -> {after[drop]}"
+    stacks = daemon.folded(pid)
+    assert sum(stacks.values()) == daemon.samples(pid)
+    deep = [f for f in stacks if user_frames(f)[-1] == "work"]
+    paths = {tuple(fr for fr in f if fr.startswith("step")) for f in deep}
+    assert len(paths) > 5000, f"only {len(paths)} distinct paths named"
+    assert not any("many_stacks+" in fr or fr == "[unknown]" for f in deep for fr in f)
