@@ -7,39 +7,26 @@
 
 #include "views/views.h"
 
-/* The byte that follows a frame's name in the stack's text: ';' before another frame, nothing
- * after the leaf (-1 sorts a stack before every stack it is a prefix of). */
-static int after_name(const struct profile_stack *st, uint32_t i)
+/* Stacks are ordered frame by frame, names compared as strings, a stack before those it is
+ * a prefix of: the order of their texts if ';' sorted below every character of a name.
+ * Names are ranked once, so comparing two stacks compares integers. */
+static int name_cmp(const void *a, const void *b, void *names_arg)
 {
-	return i + 1 < st->depth ? ';' : -1;
+	const char *const *names = names_arg;
+
+	return strcmp(names[*(const uint32_t *)a], names[*(const uint32_t *)b]);
 }
 
-/* Orders stacks as their texts compare bytewise, without building the texts: equal frame ids
- * are equal names, and at a frame that differs the names are compared up to their first
- * differing byte, where a name's end stands for the byte after it. */
-static int stack_cmp(const void *a, const void *b, void *names_arg)
+static int stack_cmp(const void *a, const void *b, void *rank_arg)
 {
 	const struct profile_stack *x = *(const struct profile_stack *const *)a;
 	const struct profile_stack *y = *(const struct profile_stack *const *)b;
-	const char *const *names = names_arg;
+	const uint32_t *rank = rank_arg;
 	uint32_t i, depth = x->depth < y->depth ? x->depth : y->depth;
-	const unsigned char *nx, *ny;
-	int cx, cy;
 
-	for (i = 0; i < depth; i++) {
-		if (x->frames[i] == y->frames[i])
-			continue;
-		nx = (const unsigned char *)names[x->frames[i]];
-		ny = (const unsigned char *)names[y->frames[i]];
-		while (*nx && *nx == *ny) {
-			nx++;
-			ny++;
-		}
-		cx = *nx ? *nx : after_name(x, i);
-		cy = *ny ? *ny : after_name(y, i);
-		if (cx != cy)
-			return cx < cy ? -1 : 1;
-	}
+	for (i = 0; i < depth; i++)
+		if (x->frames[i] != y->frames[i])
+			return rank[x->frames[i]] < rank[y->frames[i]] ? -1 : 1;
 	return (x->depth > y->depth) - (x->depth < y->depth);
 }
 
@@ -87,8 +74,8 @@ int view_folded(const struct profile_snapshot *s, FILE *out)
 {
 	const struct profile_stack **order = NULL;
 	const struct profile_stack *st;
+	uint32_t *lens = NULL, *by_name = NULL, *rank = NULL, j;
 	struct writer *w = NULL;
-	uint32_t *lens = NULL, j;
 	int err = -ENOMEM;
 	size_t i;
 
@@ -96,12 +83,19 @@ int view_folded(const struct profile_snapshot *s, FILE *out)
 		return 0;
 	order = malloc(s->nstacks * sizeof(*order));
 	lens = malloc(s->nnames * sizeof(*lens));
+	by_name = malloc(s->nnames * sizeof(*by_name));
+	rank = malloc(s->nnames * sizeof(*rank));
 	w = malloc(sizeof(*w));
-	if (!order || !lens || !w)
+	if (!order || !lens || !by_name || !rank || !w)
 		goto out;
+	for (i = 0; i < s->nnames; i++)
+		by_name[i] = i;
+	qsort_r(by_name, s->nnames, sizeof(*by_name), name_cmp, (void *)s->names);
+	for (i = 0; i < s->nnames; i++)
+		rank[by_name[i]] = i;
 	for (i = 0; i < s->nstacks; i++)
 		order[i] = &s->stacks[i];
-	qsort_r(order, s->nstacks, sizeof(*order), stack_cmp, (void *)s->names);
+	qsort_r(order, s->nstacks, sizeof(*order), stack_cmp, rank);
 	for (i = 0; i < s->nnames; i++)
 		lens[i] = strlen(s->names[i]);
 
@@ -120,6 +114,8 @@ int view_folded(const struct profile_snapshot *s, FILE *out)
 	err = ferror(out) ? -EIO : 0;
 out:
 	free(w);
+	free(rank);
+	free(by_name);
 	free(lens);
 	free(order);
 	return err;

@@ -8,8 +8,8 @@
 #include "store/profile.h"
 
 /* Folded stacks, as flamegraph.pl reads them: `thread;root;...;leaf COUNT`, one line per
- * stack, sorted by the stack's text so two renders can be diffed. Nothing for an empty
- * profile. */
+ * stack, sorted frame by frame (names as strings, a stack before those it is a prefix of) so
+ * two renders can be diffed. Nothing for an empty profile. */
 int view_folded(const struct profile_snapshot *s, FILE *out);
 
 /* Top functions, like `perf report`: per frame name (the thread-name frame excluded), self

@@ -77,17 +77,17 @@ static void test_folded(void **state)
 	add(p, t + 1, 2, 3, "t1", "main", "a");
 	add(p, t + 2, 4, 2, "worker\n1", "f(x, y)");
 	s = snap(p, 0);
-	/* Bytewise order of the stack's text: a stack before those it is a prefix of, and '!',
-	 * ':' and digits before ';'. */
+	/* Frame by frame, names as strings: a stack before those it is a prefix of, and a name
+	 * before the longer names it begins. */
 	check_render(view_folded, s,
 		     "t1;main 1\n"
-		     "t1;main!;z 4\n"
 		     "t1;main;a 3\n"
-		     "t1;main;a:b 5\n"
 		     "t1;main;a;b 2\n"
+		     "t1;main;a:b 5\n"
 		     "t1;main;\xc3\xa9 7\n"
-		     "t2;f12;g 1\n"
+		     "t1;main!;z 4\n"
 		     "t2;f1;g 1\n"
+		     "t2;f12;g 1\n"
 		     "worker 1;f(x, y) 6\n");
 	profile_snapshot_free(s);
 
@@ -231,12 +231,22 @@ static void big_stack(struct profile *p, uint32_t i, struct big_stack *b)
 	assert_int_equal(profile_add(p, time(NULL), b->frames, b->depth, b->count), 0);
 }
 
+/* strcmp with ';' below every other byte: frame-by-frame order, from the text alone. */
 static int big_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct big_stack *)a)->text, ((const struct big_stack *)b)->text);
+	const unsigned char *x = (const void *)((const struct big_stack *)a)->text;
+	const unsigned char *y = (const void *)((const struct big_stack *)b)->text;
+	int cx, cy;
+
+	for (;; x++, y++) {
+		cx = *x == ';' ? 1 : *x;
+		cy = *y == ';' ? 1 : *y;
+		if (cx != cy || !cx)
+			return cx - cy;
+	}
 }
 
-/* Expected folded text: each stack's text built as a string, sorted with strcmp. */
+/* Expected folded text: each stack's text built as a string, sorted by big_cmp. */
 static char *big_folded(struct big_stack *stacks, size_t n)
 {
 	char *text = NULL;
