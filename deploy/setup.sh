@@ -12,7 +12,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
-	build-essential meson ninja-build pkg-config clang llvm bpftool \
+	build-essential meson ninja-build pkg-config clang llvm libclang-rt-14-dev bpftool \
 	libbpf-dev libfuse3-dev fuse3 libdw-dev libelf-dev libcjson-dev uthash-dev zlib1g-dev \
 	libcmocka-dev python3 python3-pytest rsync tar util-linux procps
 
