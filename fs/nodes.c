@@ -62,17 +62,21 @@ static int write_reset(struct aperture *a, const struct node_ref *ref, const cha
 	return targets_write_reset(a->targets, ref->pid, buf, len);
 }
 
+/* A view node's arg: which profile of the target, which rendering of it. */
 enum view_kind { VIEW_FOLDED, VIEW_TOP };
+#define VIEW_ARG(profile, view) ((profile) << 8 | (view))
+#define VIEW_ARG_PROFILE(arg) ((arg) >> 8)
+#define VIEW_ARG_VIEW(arg) ((arg) & 0xff)
 
 static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
 	struct profile_snapshot *snap;
 	int err;
 
-	err = targets_snapshot(a->targets, ref->pid, TARGET_PROFILE_CPU, &snap);
+	err = targets_snapshot(a->targets, ref->pid, VIEW_ARG_PROFILE(ref->node->arg), &snap);
 	if (err)
 		return err;
-	switch (ref->node->arg) {
+	switch (VIEW_ARG_VIEW(ref->node->arg)) {
 	case VIEW_FOLDED:
 		err = view_folded(snap, out);
 		break;
@@ -109,19 +113,30 @@ const struct node fs_nodes[] = {
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
 
+#define VIEW_NODE(n, parent_, profile, view) \
+	{ .name = n, .mode = S_IFREG | 0400, .parent = parent_, .render = render_view, \
+	  .slow = true, .arg = VIEW_ARG(profile, view) }
+/* Every rendering of one stack profile, named <prefix>.<format>. */
+#define PROFILE_VIEWS(prefix, parent_, profile) \
+	VIEW_NODE(prefix ".folded", parent_, profile, VIEW_FOLDED), \
+	VIEW_NODE(prefix ".top", parent_, profile, VIEW_TOP)
+
+enum { T_DIR };
+
 /* Owner-only modes: the owner shown is the target's uid (see fs/access.c), which is exactly
- * who besides root may use them. */
+ * who besides root may use them. A node's parent is the index of its directory here, T_DIR
+ * being targets/<pid>/ itself. */
 const struct node fs_target_nodes[] = {
-	DIR_NODE("", 0500, N_TARGETS),
-	FILE_NODE("enable", 0600, -1, render_enable, write_enable),
-	FILE_NODE("status", 0400, -1, render_target_status, NULL),
-	FILE_NODE("reset", 0600, -1, render_nothing, write_reset),
-	{ .name = "cpu.folded", .mode = S_IFREG | 0400, .render = render_view, .slow = true,
-	  .arg = VIEW_FOLDED },
-	{ .name = "cpu.top", .mode = S_IFREG | 0400, .render = render_view, .slow = true,
-	  .arg = VIEW_TOP },
+	[T_DIR] = DIR_NODE("", 0500, N_TARGETS),
+	FILE_NODE("enable", 0600, T_DIR, render_enable, write_enable),
+	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
+	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
+	PROFILE_VIEWS("cpu", T_DIR, TARGET_PROFILE_CPU),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
+
+_Static_assert(sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]) <= 256,
+	       "a target node's index is 8 bits of its inode number");
 
 uint64_t node_ino(int index)
 {
@@ -131,6 +146,11 @@ uint64_t node_ino(int index)
 uint64_t node_target_ino(pid_t pid, int index)
 {
 	return TARGET_INO_BIT | (uint64_t)pid << 8 | (uint64_t)index;
+}
+
+int node_target_index(const struct node_ref *ref)
+{
+	return ref->node - fs_target_nodes;
 }
 
 int node_resolve(uint64_t ino, struct node_ref *out)

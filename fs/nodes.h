@@ -21,7 +21,8 @@ struct node_ref;
 struct node {
 	const char *name;
 	mode_t mode;      /* type and the permission bits shown (and enforced) */
-	int parent;       /* index in fs_nodes of the parent directory; -1 for the root */
+	int parent;       /* index of the parent directory: in fs_nodes (-1 for the root), or for
+			     a node under targets/<pid>/ in fs_target_nodes (0 for <pid>/) */
 	/* Renders the whole content at open; NULL if not readable. */
 	int (*render)(struct aperture *a, const struct node_ref *ref, FILE *out);
 	/* Takes one value per write(); NULL if not writable. */
@@ -48,5 +49,7 @@ extern const int fs_node_targets; /* index of targets/ in fs_nodes */
 int node_resolve(uint64_t ino, struct node_ref *out);
 uint64_t node_ino(int index);
 uint64_t node_target_ino(pid_t pid, int index);
+/* A target node's index in fs_target_nodes. */
+int node_target_index(const struct node_ref *ref);
 
 #endif

@@ -171,7 +171,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			return;
 		}
 		for (int i = 1; i < fs_target_nodes_count; i++) {
-			if (!strcmp(fs_target_nodes[i].name, name)) {
+			if (fs_target_nodes[i].parent == node_target_index(&dir) &&
+			    !strcmp(fs_target_nodes[i].name, name)) {
 				node_resolve(node_target_ino(dir.pid, i), &ref);
 				reply_entry(req, fs, &ref);
 				return;
@@ -493,6 +494,15 @@ static int list_targets(fuse_req_t req, struct fs *fs, struct dir_listing *l)
 	return err;
 }
 
+static uint64_t parent_ino(const struct node_ref *dir)
+{
+	if (dir->pid && node_target_index(dir) == 0)
+		return node_ino(fs_node_targets);
+	if (dir->pid)
+		return node_target_ino(dir->pid, dir->node->parent);
+	return dir->node->parent >= 0 ? node_ino(dir->node->parent) : FUSE_ROOT_ID;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
@@ -513,12 +523,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (!err)
 		err = listing_add(req, l, ".", ino, S_IFDIR);
 	if (!err)
-		err = listing_add(req, l, "..", ref.pid ? node_ino(fs_node_targets) : FUSE_ROOT_ID,
-				  S_IFDIR);
+		err = listing_add(req, l, "..", parent_ino(&ref), S_IFDIR);
 	if (!err && ref.pid) {
 		for (int i = 1; !err && i < fs_target_nodes_count; i++)
-			err = listing_add(req, l, fs_target_nodes[i].name,
-					  node_target_ino(ref.pid, i), fs_target_nodes[i].mode);
+			if (fs_target_nodes[i].parent == node_target_index(&ref))
+				err = listing_add(req, l, fs_target_nodes[i].name,
+						  node_target_ino(ref.pid, i),
+						  fs_target_nodes[i].mode);
 	} else if (!err && ref.node == &fs_nodes[fs_node_targets]) {
 		err = list_targets(req, fs, l);
 	} else if (!err) {

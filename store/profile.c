@@ -29,6 +29,7 @@
 struct frame {
 	UT_hash_handle hh;
 	uint32_t id;
+	struct frame_info *info; /* NULL until known; one block with its strings */
 	char name[]; /* sanitized; the key */
 };
 
@@ -62,6 +63,7 @@ struct profile {
 
 	struct frame *frame_index;
 	const char **names; /* frame id -> name, inside its struct frame */
+	const struct frame_info **infos; /* frame id -> info, inside its struct frame */
 	size_t nnames, names_cap;
 
 	struct stack *stack_index;
@@ -119,6 +121,7 @@ static void profile_free(struct profile *p)
 
 	HASH_ITER(hh, p->frame_index, f, ftmp) {
 		HASH_DEL(p->frame_index, f);
+		free(f->info);
 		free(f);
 	}
 	HASH_ITER(hh, p->stack_index, st, sttmp) {
@@ -128,6 +131,7 @@ static void profile_free(struct profile *p)
 	for (i = 0; i < PROFILE_HISTORY_S; i++)
 		free(p->ring[i].entries);
 	free(p->names);
+	free(p->infos);
 	free(p->stacks);
 	free(p->totals);
 	free(p->unit);
@@ -155,29 +159,72 @@ static int frame_insert(struct profile *p, const char *name, size_t len, struct 
 	if (p->nnames == p->names_cap) {
 		size_t cap = next_cap(p->names_cap);
 		const char **names = reallocarray(p->names, cap, sizeof(*names));
+		const struct frame_info **infos;
 
 		if (!names)
 			return -ENOMEM;
 		p->names = names;
+		infos = reallocarray(p->infos, cap, sizeof(*infos));
+		if (!infos)
+			return -ENOMEM;
+		p->infos = infos;
 		p->names_cap = cap;
 	}
 	f = malloc(sizeof(*f) + len + 1);
 	if (!f)
 		return -ENOMEM;
 	f->id = p->nnames;
+	f->info = NULL;
 	memcpy(f->name, name, len + 1);
 	HASH_ADD_KEYPTR(hh, p->frame_index, f->name, len, f);
 	if (!f->hh.tbl) {
 		free(f);
 		return -ENOMEM;
 	}
+	p->infos[p->nnames] = NULL;
 	p->names[p->nnames++] = f->name;
 	p->interned_bytes += sizeof(*f) + len + 1;
 	*out = f;
 	return 0;
 }
 
+static size_t opt_len(const char *s)
+{
+	return s ? strlen(s) + 1 : 0;
+}
+
+static char *opt_copy(char **dst, const char *s)
+{
+	char *at = *dst;
+
+	if (!s)
+		return NULL;
+	*dst = stpcpy(at, s) + 1;
+	return at;
+}
+
+static struct frame_info *frame_info_dup(const struct frame_info *info)
+{
+	size_t len = opt_len(info->file) + opt_len(info->module) + opt_len(info->build_id);
+	struct frame_info *copy = malloc(sizeof(*copy) + len);
+	char *strings = (char *)(copy + 1);
+
+	if (!copy)
+		return NULL;
+	copy->line = info->line;
+	copy->file = opt_copy(&strings, info->file);
+	copy->module = opt_copy(&strings, info->module);
+	copy->build_id = opt_copy(&strings, info->build_id);
+	return copy;
+}
+
 int profile_frame_id(struct profile *p, const char *name, uint32_t *id)
+{
+	return profile_frame_id_info(p, name, NULL, id);
+}
+
+int profile_frame_id_info(struct profile *p, const char *name, const struct frame_info *info,
+			  uint32_t *id)
 {
 	size_t len = strlen(name), i;
 	struct frame *f;
@@ -207,6 +254,17 @@ int profile_frame_id(struct profile *p, const char *name, uint32_t *id)
 	HASH_FIND(hh, p->frame_index, name, len, f);
 	if (!f)
 		err = frame_insert(p, name, len, &f);
+	if (!err && info && !f->info) {
+		/* Without its info the frame is still usable: only an error if it can't be kept. */
+		f->info = frame_info_dup(info);
+		if (f->info) {
+			p->infos[f->id] = f->info;
+			p->interned_bytes += sizeof(*f->info) + opt_len(info->file) +
+					     opt_len(info->module) + opt_len(info->build_id);
+		} else {
+			err = -ENOMEM;
+		}
+	}
 	if (!err)
 		*id = f->id;
 	pthread_mutex_unlock(&p->lock);
@@ -385,18 +443,21 @@ int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapsh
 	uint64_t *window = NULL;
 	const uint64_t *counts;
 	const char **names;
+	const struct frame_info **infos;
 	size_t i, n = 0;
 	int err = 0;
 
 	pthread_mutex_lock(&p->lock);
-	/* One block: the stacks (8-byte aligned after the struct), then the names. */
-	s = malloc(sizeof(*s) + p->nstacks * sizeof(*stacks) + p->nnames * sizeof(*names));
+	/* One block: the stacks (8-byte aligned after the struct), then the names and infos. */
+	s = malloc(sizeof(*s) + p->nstacks * sizeof(*stacks) +
+		   p->nnames * (sizeof(*names) + sizeof(*infos)));
 	if (!s) {
 		err = -ENOMEM;
 		goto out;
 	}
 	stacks = (struct profile_stack *)(s + 1);
 	names = (const char **)(stacks + p->nstacks);
+	infos = (const struct frame_info **)(names + p->nnames);
 	counts = p->totals;
 	if (since_sec > 0 && p->nstacks) {
 		window = calloc(p->nstacks, sizeof(*window));
@@ -412,14 +473,17 @@ int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapsh
 	*s = (struct profile_snapshot){
 		.unit = p->unit,
 		.names = names,
+		.infos = infos,
 		.nnames = p->nnames,
 		.stacks = stacks,
 		/* Buckets were emptied at the last reset: no window starts before it. */
 		.since = since_sec > p->since ? since_sec : p->since,
 		.owner = profile_ref(p),
 	};
-	if (p->nnames)
+	if (p->nnames) {
 		memcpy(names, p->names, p->nnames * sizeof(*names));
+		memcpy(infos, p->infos, p->nnames * sizeof(*infos));
+	}
 	for (i = 0; i < p->nstacks; i++) {
 		if (!counts[i])
 			continue;
@@ -457,7 +521,7 @@ void profile_get_stats(struct profile *p, struct profile_stats *out)
 
 	pthread_mutex_lock(&p->lock);
 	bytes = sizeof(*p) + strlen(p->unit) + 1 + p->interned_bytes;
-	bytes += p->names_cap * sizeof(*p->names);
+	bytes += p->names_cap * (sizeof(*p->names) + sizeof(*p->infos));
 	bytes += p->stacks_cap * (sizeof(*p->stacks) + sizeof(*p->totals));
 	bytes += table_bytes(p->frame_index ? p->frame_index->hh.tbl : NULL);
 	bytes += table_bytes(p->stack_index ? p->stack_index->hh.tbl : NULL);

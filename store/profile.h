@@ -24,10 +24,23 @@ struct profile *profile_new(const char *unit);
 struct profile *profile_ref(struct profile *p);
 void profile_unref(struct profile *p);
 
+/* Where a frame's function is, for the views that can say (json, pprof). Every field may be
+ * unknown: NULL or 0. */
+struct frame_info {
+	const char *file;     /* source file the function is defined in */
+	uint32_t line;        /* line of its definition */
+	const char *module;   /* path of the mapped file holding its code */
+	const char *build_id; /* that file's GNU build id, lowercase hex */
+};
+
 /* Interns a frame name and stores its id in *id. ';' becomes ':' and newlines and other
  * control characters become spaces, so every folded line parses. Ids are dense, start at 0,
  * and stay valid for the profile's life, across resets. Returns 0 or -ENOMEM. */
 int profile_frame_id(struct profile *p, const char *name, uint32_t *id);
+/* The same, and remembers info (copied) for the name if none was known yet: a name has one
+ * info, the first one given. */
+int profile_frame_id_info(struct profile *p, const char *name, const struct frame_info *info,
+			  uint32_t *id);
 
 /* Adds count to the stack of frame ids (root first, depth >= 1) at second sec (unix time,
  * CLOCK_REALTIME). Returns 0, -EINVAL (depth 0 or an id that was never interned) or -ENOMEM. */
@@ -47,6 +60,7 @@ struct profile_stack {
 struct profile_snapshot {
 	const char *unit;
 	const char *const *names;     /* frame id -> name, nnames of them */
+	const struct frame_info *const *infos; /* frame id -> info or NULL, nnames of them */
 	size_t nnames;
 	struct profile_stack *stacks; /* stacks with a count > 0, in no particular order */
 	size_t nstacks;

@@ -419,10 +419,46 @@ static void test_concurrent(void **state)
 	profile_unref(w.p);
 }
 
+/* The first info given for a name sticks; a name without one reads NULL in snapshots. */
+static void test_frame_info(void **state)
+{
+	struct frame_info first = { .file = "a.c", .line = 12, .module = "/bin/x",
+				    .build_id = "abcd" };
+	struct frame_info second = { .file = "b.c", .line = 99 };
+	struct profile *p = profile_new("samples");
+	struct profile_snapshot *s;
+	uint32_t a, a2, bare, stack[2];
+
+	assert_int_equal(profile_frame_id_info(p, "f", &first, &a), 0);
+	assert_int_equal(profile_frame_id_info(p, "f", &second, &a2), 0);
+	assert_int_equal(a, a2);
+	bare = frame(p, "g");
+	stack[0] = a;
+	stack[1] = bare;
+	assert_int_equal(profile_add(p, now_sec(), stack, 2, 1), 0);
+	assert_int_equal(profile_snapshot(p, 0, &s), 0);
+	assert_non_null(s->infos[a]);
+	assert_string_equal(s->infos[a]->file, "a.c");
+	assert_int_equal(s->infos[a]->line, 12);
+	assert_string_equal(s->infos[a]->module, "/bin/x");
+	assert_string_equal(s->infos[a]->build_id, "abcd");
+	assert_null(s->infos[bare]);
+	profile_snapshot_free(s);
+	/* Info given to a name that was first interned without one is kept. */
+	assert_int_equal(profile_frame_id_info(p, "g", &second, &a2), 0);
+	assert_int_equal(a2, bare);
+	assert_int_equal(profile_snapshot(p, 0, &s), 0);
+	assert_string_equal(s->infos[bare]->file, "b.c");
+	assert_null(s->infos[bare]->module);
+	profile_snapshot_free(s);
+	profile_unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_interning),
+		cmocka_unit_test(test_frame_info),
 		cmocka_unit_test(test_totals),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_window_since_clamped),
