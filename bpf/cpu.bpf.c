@@ -11,10 +11,17 @@
  * once a second by swapping in an empty inner map: the kernel waits for running programs
  * (synchronize_rcu) when a map-of-maps slot is replaced, so the old map can then be read and
  * emptied race-free. Stacks stay from drain to drain (a stack's hash names its content) and
- * are swapped for a fresh map the same way when the map is filling up. */
+ * are swapped for a fresh map the same way when the map is filling up.
+ *
+ * Targets in dwarf mode (code built without frame pointers, where bpf_get_stack's walk stops
+ * after a frame or two) are not aggregated here: each sample's user registers and the top of
+ * its user stack go through a ring buffer to the daemon, which unwinds them with the
+ * binaries' CFI, as perf --call-graph dwarf does. Their kernel stacks still go to the stacks
+ * map. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "cpu.h"
 
 /* vmlinux.h has no errno macros and the uapi header does not build for the bpf target. */
@@ -74,6 +81,28 @@ struct {
 	__type(value, struct cpu_stack);
 } scratch SEC(".maps");
 
+/* Tgids unwound in userspace: present = dwarf mode. Separate from targets so that switching
+ * modes never rewrites a target's counters under the program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} dwarf_targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_dwarf_sample);
+} dwarf_scratch SEC(".maps");
+
+/* 1 s of 2 CPUs at 99 Hz needs ~3.3 MiB; the daemon reads it continuously. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} dwarf_samples SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CPU_STAT_NR);
@@ -128,6 +157,59 @@ static __always_inline long capture(void *ctx, void *stacks_map, __u64 flags, __
 	return bytes == -EEXIST ? 0 : bytes; /* another CPU stored the same stack first */
 }
 
+/* Copies the user stack from sp up, a page at a time so that the end of the stack's mapping
+ * ends the copy instead of failing it. Returns the bytes copied. */
+static __always_inline __u32 copy_user_stack(__u8 *buf, __u64 sp)
+{
+	__u32 off = 0;
+
+	for (int i = 0; i <= CPU_STACK_BYTES / 4096; i++) {
+		__u32 chunk = 4096 - ((sp + off) & 4095);
+
+		if (off >= CPU_STACK_BYTES)
+			break;
+		if (chunk > CPU_STACK_BYTES - off)
+			chunk = CPU_STACK_BYTES - off;
+		if (chunk > 4096)
+			break;
+		if (bpf_probe_read_user(buf + (off & (CPU_STACK_BYTES - 1)), chunk,
+					(void *)(sp + off)))
+			break;
+		off += chunk;
+	}
+	return off;
+}
+
+/* Sends one dwarf-mode sample to the daemon. */
+static __always_inline void send_dwarf(struct cpu_target *target, const struct cpu_key *key)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct cpu_dwarf_sample *s;
+	__u32 zero = 0, len;
+
+	s = bpf_map_lookup_elem(&dwarf_scratch, &zero);
+	if (!s || !regs)
+		return;
+	s->hdr.pid = key->pid;
+	s->hdr.tid = key->tid;
+	s->hdr.exec_gen = key->exec_gen;
+	s->hdr.kstack = key->kstack;
+	/* The user registers, saved at entry to the kernel, whichever mode the tick hit. */
+	s->hdr.ip = BPF_CORE_READ(regs, ip);
+	s->hdr.sp = BPF_CORE_READ(regs, sp);
+	s->hdr.bp = BPF_CORE_READ(regs, bp);
+	__builtin_memcpy(s->hdr.comm, key->comm, CPU_COMM_LEN);
+	len = copy_user_stack(s->stack, s->hdr.sp);
+	if (len > CPU_STACK_BYTES)
+		len = CPU_STACK_BYTES;
+	s->hdr.stack_len = len;
+	if (bpf_ringbuf_output(&dwarf_samples, s, sizeof(s->hdr) + len, 0)) {
+		stat_inc(CPU_STAT_RINGBUF_FULL);
+		__sync_fetch_and_add(&target->drops, 1);
+	}
+}
+
 SEC("perf_event")
 int cpu_sample(struct bpf_perf_event_data *ctx)
 {
@@ -137,6 +219,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	struct cpu_key key = {};
 	void *counts_map, *stacks_map;
 	__u64 one = 1, *count;
+	bool dwarf;
 	long err;
 
 	target = bpf_map_lookup_elem(&targets, &tgid);
@@ -153,12 +236,15 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	key.exec_gen = target->exec_gen;
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
 
-	err = capture(ctx, stacks_map, BPF_F_USER_STACK, &key.ustack);
-	if (err == -E2BIG || err == -ENOMEM)
-		goto stacks_full;
-	if (err < 0 && err != -EFAULT) {
-		key.flags |= CPU_KEY_USTACK_ERR;
-		stat_inc(CPU_STAT_USTACK_ERR);
+	dwarf = bpf_map_lookup_elem(&dwarf_targets, &tgid) != NULL;
+	if (!dwarf) {
+		err = capture(ctx, stacks_map, BPF_F_USER_STACK, &key.ustack);
+		if (err == -E2BIG || err == -ENOMEM)
+			goto stacks_full;
+		if (err < 0 && err != -EFAULT) {
+			key.flags |= CPU_KEY_USTACK_ERR;
+			stat_inc(CPU_STAT_USTACK_ERR);
+		}
 	}
 	/* A tick that interrupted user code has no kernel stack: don't pay for looking. On
 	 * 64-bit architectures kernel addresses are the upper half. */
@@ -168,6 +254,10 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 			goto stacks_full;
 		if (err < 0)
 			stat_inc(CPU_STAT_KSTACK_ERR);
+	}
+	if (dwarf) {
+		send_dwarf(target, &key);
+		return 0;
 	}
 
 	count = bpf_map_lookup_elem(counts_map, &key);
@@ -189,7 +279,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 
 stacks_full:
-	stat_inc(CPU_STAT_STACKS_FULL);
+	stat_inc(err == -ENOMEM ? CPU_STAT_STACKS_NOMEM : CPU_STAT_STACKS_FULL);
 	__sync_fetch_and_add(&target->drops, 1);
 	return 0;
 }

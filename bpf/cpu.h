@@ -4,6 +4,9 @@
 
 #define CPU_MAX_DEPTH 127 /* perf_event_max_stack's default */
 #define CPU_COMM_LEN 16
+/* User stack bytes copied per sample for targets unwound in userspace (perf's default is
+ * 8 KiB; interpreters' frames are big). A multiple of the page size. */
+#define CPU_STACK_BYTES 16384
 
 /* Value of the targets map: one entry per enabled tgid. */
 struct cpu_target {
@@ -25,6 +28,26 @@ struct cpu_key {
 
 #define CPU_KEY_USTACK_ERR (1u << 0) /* bpf_get_stack failed for the user stack */
 
+/* A sample of a target unwound in userspace (dwarf mode): the user registers the unwinder
+ * starts from and the top of the user stack, copied at the tick. Not aggregated in the
+ * kernel: each one goes through a ring buffer. */
+struct cpu_dwarf_hdr {
+	__u32 pid;
+	__u32 tid;
+	__u32 exec_gen;
+	__u32 stack_len; /* bytes of stack[] that follow, copied from sp up */
+	__u64 kstack;    /* hash of the kernel stack in the stacks map, 0 = none */
+	__u64 ip, sp, bp;
+	char comm[CPU_COMM_LEN];
+};
+
+/* The per-CPU scratch a dwarf sample is built in. The slack after the stack lets the copy
+ * loop read a page at any offset below CPU_STACK_BYTES with bounds the verifier can see. */
+struct cpu_dwarf_sample {
+	struct cpu_dwarf_hdr hdr;
+	__u8 stack[CPU_STACK_BYTES + 4096];
+};
+
 /* Value of a stacks map, keyed by the stack's hash. Unused slots are zero. */
 struct cpu_stack {
 	__u64 ips[CPU_MAX_DEPTH];
@@ -37,6 +60,8 @@ enum cpu_stat {
 	CPU_STAT_STACKS_FULL,  /* stack not stored: stacks map full (sample kept, stack lost) */
 	CPU_STAT_USTACK_ERR,   /* bpf_get_stack failed on the user stack */
 	CPU_STAT_KSTACK_ERR,   /* bpf_get_stack failed on the kernel stack */
+	CPU_STAT_STACKS_NOMEM, /* stack not stored: the kernel could not allocate an entry */
+	CPU_STAT_RINGBUF_FULL, /* dwarf sample dropped: the ring buffer was full */
 	CPU_STAT_NR,
 };
 

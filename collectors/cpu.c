@@ -5,10 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "collectors/cpu_internal.h"
+#include "symbols/unwind.h"
 #include "cpu.skel.h"
 
 /* libbpf reports why a load failed only through its print callback; keep the last line so
@@ -173,6 +175,38 @@ fail:
 	return err;
 }
 
+/* Unwinds dwarf-mode samples as they come, so the ring buffer never holds more than a
+ * moment's worth. Under the collector's lock, as drains are: one writer per profile. */
+static void *dwarf_main(void *arg)
+{
+	struct cpu_collector *c = arg;
+	int epfd = ring_buffer__epoll_fd(c->dwarf_rb);
+	struct epoll_event ev;
+
+	while (!atomic_load(&c->dwarf_stop)) {
+		if (epoll_wait(epfd, &ev, 1, 200) <= 0)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		ring_buffer__consume(c->dwarf_rb);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return NULL;
+}
+
+static int dwarf_start(struct cpu_collector *c)
+{
+	int err;
+
+	c->dwarf_rb = ring_buffer__new(bpf_map__fd(c->skel->maps.dwarf_samples),
+				       cpu_dwarf_sample, c, NULL);
+	if (!c->dwarf_rb)
+		return -errno;
+	err = -pthread_create(&c->dwarf_thread, NULL, dwarf_main, c);
+	if (!err)
+		c->dwarf_thread_running = true;
+	return err;
+}
+
 int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 		      struct cpu_collector **out, char *errbuf, size_t errlen)
 {
@@ -186,6 +220,7 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	pthread_mutex_init(&c->lock, NULL);
 	c->syms = syms;
 	c->hz = frequency_hz;
+	c->unwind = CPU_UNWIND_AUTO;
 	c->counts_fds[0] = c->counts_fds[1] = -1;
 	c->stacks_fd = c->stacks_spare_fd = c->stacks_retired_fd = -1;
 	c->ncpus = libbpf_num_possible_cpus();
@@ -217,6 +252,12 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 		snprintf(errbuf, errlen, "attaching to sched_process_exec: %s", strerror(-err));
 		goto fail;
 	}
+	err = dwarf_start(c);
+	if (err) {
+		snprintf(errbuf, errlen, "reading the dwarf samples' ring buffer: %s",
+			 strerror(-err));
+		goto fail;
+	}
 	c->perf_fds = calloc(c->ncpus, sizeof(*c->perf_fds));
 	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
 	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
@@ -243,6 +284,11 @@ void cpu_collector_free(struct cpu_collector *c)
 		return;
 	if (c->perf_fds)
 		events_close(c->ncpus, c->perf_fds, c->perf_links);
+	if (c->dwarf_thread_running) {
+		atomic_store(&c->dwarf_stop, true);
+		pthread_join(c->dwarf_thread, NULL);
+	}
+	ring_buffer__free(c->dwarf_rb);
 	bpf_link__destroy(c->exec_link);
 	HASH_ITER(hh, c->targets, t, tmp) {
 		HASH_DEL(c->targets, t);
@@ -298,8 +344,10 @@ void cpu_target_state_free(struct cpu_target_state *t)
 		HASH_DEL(t->named, n);
 		free(n);
 	}
-	for (int i = 0; i < CPU_GENS; i++)
+	for (int i = 0; i < CPU_GENS; i++) {
 		proc_syms_free(t->gens[i].syms);
+		unwinder_free(t->gens[i].unwinder);
+	}
 	profile_unref(t->profile);
 	free(t);
 }
@@ -325,14 +373,61 @@ struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state 
 		if (t->gens[i].syms && (int32_t)(t->gens[i].gen - gen) > 0)
 			return NULL;
 	proc_syms_free(victim->syms);
+	unwinder_free(victim->unwinder);
 	victim->syms = NULL;
+	victim->unwinder = NULL;
 	if (proc_syms_new(c->syms, t->pid, &victim->syms))
 		return NULL;
+	/* A new executable may keep frame pointers where the old one did not. */
+	t->frame_pointers = proc_syms_frame_pointers(victim->syms);
+	if (c->skel)
+		cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
 	victim->refreshed_drain = c->drain_seq;
 	victim->used_drain = c->drain_seq;
 	*slot = victim;
 	return victim->syms;
+}
+
+void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t)
+{
+	int fd = bpf_map__fd(c->skel->maps.dwarf_targets);
+	bool dwarf = c->unwind == CPU_UNWIND_DWARF ||
+		     (c->unwind == CPU_UNWIND_AUTO && t->frame_pointers != 1);
+	__u8 one = 1;
+
+	if (dwarf == t->dwarf)
+		return;
+	if (dwarf ? bpf_map_update_elem(fd, &t->pid, &one, BPF_ANY)
+		  : bpf_map_delete_elem(fd, &t->pid))
+		return;
+	t->dwarf = dwarf;
+}
+
+void cpu_collector_set_unwind(struct cpu_collector *c, enum cpu_unwind mode)
+{
+	struct cpu_target_state *t, *tmp;
+
+	pthread_mutex_lock(&c->lock);
+	c->unwind = mode;
+	HASH_ITER(hh, c->targets, t, tmp)
+		cpu_target_apply_unwind(c, t);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int cpu_collector_target_info(struct cpu_collector *c, pid_t pid, struct cpu_target_info *out)
+{
+	struct cpu_target_state *t;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t) {
+		out->dwarf = t->dwarf;
+		out->frames_named = t->frames_named;
+		out->frames_total = t->frames_total;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return t ? 0 : -ENOENT;
 }
 
 static int events_start_locked(struct cpu_collector *c, char *errbuf, size_t errlen)
@@ -394,6 +489,7 @@ int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profil
 	}
 	goto out;
 undo:
+	bpf_map_delete_elem(bpf_map__fd(c->skel->maps.dwarf_targets), &pid);
 	HASH_DEL(c->targets, t);
 	cpu_target_state_free(t);
 	events_stop_idle_locked(c);
@@ -422,6 +518,7 @@ uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now)
 		read_drops(c, t);
 		drops = t->drops;
 		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &pid);
+		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.dwarf_targets), &pid);
 		/* Drain now, so the profile is final when disable, expiry or exit is shown. */
 		cpu_drain_locked(c, now);
 		HASH_DEL(c->targets, t);
@@ -464,6 +561,9 @@ void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats
 	out->kstack_errors = sums[CPU_STAT_KSTACK_ERR];
 	out->stacks_lost = atomic_load(&c->stacks_lost);
 	out->stack_maps_renewed = atomic_load(&c->stack_maps_renewed);
+	out->stacks_nomem = sums[CPU_STAT_STACKS_NOMEM];
+	out->ringbuf_full = sums[CPU_STAT_RINGBUF_FULL];
+	out->dwarf_samples = atomic_load(&c->dwarf_samples);
 	out->running = c->running;
 }
 

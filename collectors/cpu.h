@@ -12,6 +12,23 @@
 
 struct cpu_collector;
 
+/* How user stacks are walked (config/unwind). fp: bpf_get_stack follows frame pointers in the
+ * kernel, aggregated there. dwarf: the top of the user stack is copied at each sample and
+ * unwound in the daemon with the binaries' CFI. auto: dwarf for a process whose executable
+ * does not keep frame pointers (or whose code can't be judged), fp for one that does. */
+enum cpu_unwind {
+	CPU_UNWIND_FP,
+	CPU_UNWIND_DWARF,
+	CPU_UNWIND_AUTO,
+};
+
+/* What status shows of one target. */
+struct cpu_target_info {
+	int dwarf;             /* its user stacks are unwound from CFI */
+	uint64_t frames_named; /* user frames of its samples that got a function name */
+	uint64_t frames_total;
+};
+
 struct cpu_collector_stats {
 	uint64_t samples;      /* taken in the kernel for enabled processes */
 	uint64_t counts_full;  /* samples dropped: the kernel's counts map was full */
@@ -20,6 +37,9 @@ struct cpu_collector_stats {
 	uint64_t kstack_errors;
 	uint64_t stacks_lost;  /* samples dropped: their stack was gone when drained */
 	uint64_t stack_maps_renewed; /* times the kernel's stacks map was filling up and replaced */
+	uint64_t stacks_nomem; /* samples dropped: the kernel could not allocate a stack entry */
+	uint64_t ringbuf_full; /* dwarf-mode samples dropped: the ring buffer was full */
+	uint64_t dwarf_samples; /* dwarf-mode samples unwound in userspace */
 	int running;           /* perf events open */
 };
 
@@ -48,6 +68,12 @@ uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now);
 int cpu_collector_drain(struct cpu_collector *c, int64_t now);
 
 void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats *out);
+
+/* Applies a new unwinding mode to every target, enabled or enabled later. */
+void cpu_collector_set_unwind(struct cpu_collector *c, enum cpu_unwind mode);
+
+/* -ENOENT if pid is not enabled. */
+int cpu_collector_target_info(struct cpu_collector *c, pid_t pid, struct cpu_target_info *out);
 
 /* Samples of pid dropped in the kernel during the current enable (0 if not enabled). */
 uint64_t cpu_collector_target_drops(struct cpu_collector *c, pid_t pid);

@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
+#include <time.h>
 #include <unistd.h>
+#include <bpf/libbpf.h>
 #include "collectors/cpu_internal.h"
+#include "symbols/unwind.h"
 #include "cpu.skel.h"
 
 #define FRAME_NAME_MAX 512
@@ -97,41 +100,58 @@ static void name_kernel_frame(struct cpu_collector *c, uint64_t addr, char *buf)
 	memcpy(buf + n, "_[k]", 5);
 }
 
-/* Frame ids of a stack, root first, from the target's cache or named now. NULL if the raw
- * stack is not at hand (lost) or memory ran out. */
-static struct cpu_named_stack *named_stack(struct cpu_collector *c, struct cpu_target_state *t,
-					   uint64_t hash, uint32_t gen, bool kernel)
+/* Not MODULE+0xOFFSET, [anon]+0xADDRESS or [unknown]. */
+static bool is_named(const char *name)
 {
-	struct cpu_named_key key = { .hash = hash, .gen = kernel ? 0 : gen, .kernel = kernel };
+	const char *plus = strrchr(name, '+');
+
+	if (name[0] == '[')
+		return false;
+	return !plus || strncmp(plus, "+0x", 3) || plus[3 + strspn(plus + 3, "0123456789abcdef")];
+}
+
+static uint64_t hash_pcs(const uint64_t *pcs, uint32_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (uint32_t i = 0; i < n; i++) {
+		h ^= pcs[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return h ? h : 1;
+}
+
+/* Frame ids of a stack, root first, from the target's cache or named now from pcs (leaf
+ * first, depth of them). NULL if memory ran out. */
+static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_target_state *t,
+					  const struct cpu_named_key *key, const uint64_t *pcs,
+					  uint32_t depth, bool truncated)
+{
 	struct cpu_gen_syms *slot = NULL;
 	struct proc_syms *syms = NULL;
-	const struct cpu_stack *raw;
+	bool kernel = key->kind == CPU_STACK_KERNEL;
 	struct cpu_named_stack *n;
 	char name[FRAME_NAME_MAX];
-	uint32_t depth = 0, j = 0;
+	uint32_t j = 0;
 
-	HASH_FIND(hh, t->named, &key, sizeof(key), n);
-	if (n)
-		return n;
-	raw = find_raw(c, hash);
-	if (!raw)
-		return NULL;
-	while (depth < CPU_MAX_DEPTH && raw->ips[depth])
-		depth++;
 	n = calloc(1, sizeof(*n) + (depth + 1) * sizeof(n->ids[0]));
 	if (!n)
 		return NULL;
-	n->key = key;
-	/* A full buffer means the walk may have stopped early: say so at the root. */
-	if (depth == CPU_MAX_DEPTH && profile_frame_id(t->profile, "[truncated]", &n->ids[j++]))
+	n->key = *key;
+	/* The walk stopped before the outermost frame: say so at the root. */
+	if (truncated && profile_frame_id(t->profile, "[truncated]", &n->ids[j++]))
 		goto fail;
 	if (!kernel)
-		syms = cpu_gen_syms(c, t, gen, &slot);
+		syms = cpu_gen_syms(c, t, key->gen, &slot);
 	for (uint32_t i = depth; i-- > 0;) {
-		if (kernel)
-			name_kernel_frame(c, raw->ips[i], name);
-		else
-			name_user_frame(c, t, syms, slot, raw->ips[i], i > 0, name);
+		if (kernel) {
+			name_kernel_frame(c, pcs[i], name);
+		} else {
+			name_user_frame(c, t, syms, slot, pcs[i], i > 0, name);
+			n->user_frames++;
+			n->named_frames += is_named(name);
+		}
 		if (profile_frame_id(t->profile, name, &n->ids[j++]))
 			goto fail;
 	}
@@ -143,6 +163,33 @@ fail:
 	return NULL;
 }
 
+/* A stack of the kernel's stacks map by its hash. NULL if the raw stack is not at hand
+ * (lost) or memory ran out. */
+static struct cpu_named_stack *named_stack(struct cpu_collector *c, struct cpu_target_state *t,
+					   uint64_t hash, uint32_t gen, bool kernel)
+{
+	struct cpu_named_key key = {
+		.hash = hash,
+		.gen = kernel ? 0 : gen,
+		.kind = kernel ? CPU_STACK_KERNEL : CPU_STACK_USER,
+	};
+	const struct cpu_stack *raw;
+	struct cpu_named_stack *n;
+	uint32_t depth = 0;
+
+	HASH_FIND(hh, t->named, &key, sizeof(key), n);
+	if (n)
+		return n;
+	raw = find_raw(c, hash);
+	if (!raw)
+		return NULL;
+	while (depth < CPU_MAX_DEPTH && raw->ips[depth])
+		depth++;
+	/* A full buffer means the walk may have stopped early. */
+	/* The map's __u64 is the same 64 bits; filled by a call, so no access is reordered. */
+	return name_stack(c, t, &key, (const uint64_t *)raw->ips, depth, depth == CPU_MAX_DEPTH);
+}
+
 static int append(uint32_t *ids, uint32_t *n, const struct cpu_named_stack *s)
 {
 	memcpy(ids + *n, s->ids, s->depth * sizeof(ids[0]));
@@ -150,13 +197,35 @@ static int append(uint32_t *ids, uint32_t *n, const struct cpu_named_stack *s)
 	return 0;
 }
 
+/* Adds count samples of (comm, user stack, kernel stack) to t's profile. */
+static int add_stacks(struct cpu_target_state *t, const char *raw_comm,
+		      const struct cpu_named_stack *user, bool user_err,
+		      const struct cpu_named_stack *kern, uint64_t count, int64_t now)
+{
+	uint32_t ids[2 * CPU_MAX_DEPTH + 3], n = 0;
+	char comm[CPU_COMM_LEN + 1];
+
+	memcpy(comm, raw_comm, CPU_COMM_LEN);
+	comm[CPU_COMM_LEN] = '\0';
+	if (profile_frame_id(t->profile, comm[0] ? comm : "[unnamed]", &ids[n++]))
+		return -ENOMEM;
+	if (user) {
+		append(ids, &n, user);
+		t->frames_total += (uint64_t)user->user_frames * count;
+		t->frames_named += (uint64_t)user->named_frames * count;
+	} else if (user_err && profile_frame_id(t->profile, "[unknown]", &ids[n++])) {
+		return -ENOMEM;
+	}
+	if (kern)
+		append(ids, &n, kern);
+	return profile_add(t->profile, now, ids, n, count);
+}
+
 static int add_count(struct cpu_collector *c, const struct cpu_key *key, uint64_t count,
 		     int64_t now)
 {
-	uint32_t ids[2 * CPU_MAX_DEPTH + 3], n = 0;
 	struct cpu_named_stack *user = NULL, *kern = NULL;
 	struct cpu_target_state *t;
-	char comm[CPU_COMM_LEN + 1];
 	pid_t pid = key->pid;
 
 	HASH_FIND_INT(c->targets, &pid, t);
@@ -166,20 +235,61 @@ static int add_count(struct cpu_collector *c, const struct cpu_key *key, uint64_
 		goto lost;
 	if (key->kstack && !(kern = named_stack(c, t, key->kstack, 0, true)))
 		goto lost;
-	memcpy(comm, key->comm, CPU_COMM_LEN);
-	comm[CPU_COMM_LEN] = '\0';
-	if (profile_frame_id(t->profile, comm[0] ? comm : "[unnamed]", &ids[n++]))
-		return -ENOMEM;
-	if (user)
-		append(ids, &n, user);
-	else if (key->flags & CPU_KEY_USTACK_ERR &&
-		 profile_frame_id(t->profile, "[unknown]", &ids[n++]))
-		return -ENOMEM;
-	if (kern)
-		append(ids, &n, kern);
-	return profile_add(t->profile, now, ids, n, count);
+	return add_stacks(t, key->comm, user, key->flags & CPU_KEY_USTACK_ERR, kern, count, now);
 lost:
 	atomic_fetch_add(&c->stacks_lost, count);
+	return 0;
+}
+
+/* The user stack of a dwarf-mode sample, unwound and named. NULL if the sample's address
+ * space can't be had any more, or memory ran out. */
+static struct cpu_named_stack *dwarf_stack(struct cpu_collector *c, struct cpu_target_state *t,
+					   const struct cpu_dwarf_hdr *h)
+{
+	struct unwind_regs regs = { .ip = h->ip, .sp = h->sp, .bp = h->bp };
+	struct unwind_stack stack = { .data = h + 1, .len = h->stack_len };
+	struct cpu_named_key key = { .gen = h->exec_gen, .kind = CPU_STACK_DWARF };
+	struct cpu_gen_syms *slot;
+	struct cpu_named_stack *n;
+	bool truncated;
+	int depth;
+
+	if (!cpu_gen_syms(c, t, h->exec_gen, &slot))
+		return NULL;
+	/* Only the current address space can be read: an exec'd one has no maps left. */
+	if (!slot->unwinder && (!is_newest_gen(t, slot) ||
+				unwinder_new(t->pid, &slot->unwinder)))
+		return NULL;
+	depth = unwinder_unwind(slot->unwinder, h->tid, &regs, &stack, c->dwarf_pcs,
+				CPU_MAX_DEPTH, &truncated);
+	key.hash = hash_pcs(c->dwarf_pcs, depth) ^ truncated;
+	HASH_FIND(hh, t->named, &key, sizeof(key), n);
+	if (n)
+		return n;
+	return name_stack(c, t, &key, c->dwarf_pcs, depth, truncated);
+}
+
+int cpu_dwarf_sample(void *ctx, void *data, size_t size)
+{
+	struct cpu_collector *c = ctx;
+	const struct cpu_dwarf_hdr *h = data;
+	struct cpu_named_stack *user, *kern = NULL;
+	struct cpu_target_state *t;
+	pid_t pid;
+
+	if (size < sizeof(*h) || h->stack_len > size - sizeof(*h))
+		return 0;
+	pid = h->pid;
+	atomic_fetch_add(&c->dwarf_samples, 1);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (!t)
+		return 0; /* disabled since */
+	user = dwarf_stack(c, t, h);
+	if (!user || (h->kstack && !(kern = named_stack(c, t, h->kstack, 0, true)))) {
+		atomic_fetch_add(&c->stacks_lost, 1);
+		return 0;
+	}
+	add_stacks(t, h->comm, user, false, kern, 1, time(NULL));
 	return 0;
 }
 
@@ -228,6 +338,8 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	int old = c->counts_live, err, stacks_err;
 
 	c->drain_seq++;
+	/* Dwarf samples name kernel stacks in the stacks map: take them before it is retired. */
+	ring_buffer__consume(c->dwarf_rb);
 	stacks_err = retire_stacks_if_filling(c);
 	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
 	if (err)

@@ -17,20 +17,28 @@
 struct cpu_gen_syms {
 	uint32_t gen;
 	struct proc_syms *syms;   /* NULL: slot unused */
+	struct unwinder *unwinder; /* dwarf mode, made at its first sample; NULL until then */
 	uint64_t refreshed_drain; /* maps re-read in this drain already */
 	uint64_t used_drain;
+};
+
+enum cpu_stack_kind {
+	CPU_STACK_USER,   /* walked by frame pointers in the kernel */
+	CPU_STACK_KERNEL,
+	CPU_STACK_DWARF,  /* unwound in userspace from a copy of the stack */
 };
 
 /* A stack already turned into frame ids of one target's profile. */
 struct cpu_named_key {
 	uint64_t hash;
 	uint32_t gen;    /* 0 for kernel stacks */
-	uint32_t kernel;
+	uint32_t kind;   /* enum cpu_stack_kind */
 };
 
 struct cpu_named_stack {
 	struct cpu_named_key key;
 	uint32_t depth;
+	uint32_t user_frames, named_frames; /* for the share of frames named */
 	UT_hash_handle hh;
 	uint32_t ids[];
 };
@@ -41,6 +49,9 @@ struct cpu_target_state {
 	struct cpu_gen_syms gens[CPU_GENS];
 	struct cpu_named_stack *named;
 	uint64_t drops;           /* kernel-side drops, as last read */
+	int frame_pointers;       /* of its executable: 1, 0, or -ENOENT (can't tell) */
+	bool dwarf;               /* in the kernel's dwarf_targets */
+	uint64_t frames_named, frames_total;
 	UT_hash_handle hh;
 };
 
@@ -74,9 +85,18 @@ struct cpu_collector {
 	void *batch_keys, *batch_values; /* drain buffers, counts_spec.max_entries long */
 	_Atomic uint64_t stacks_lost;
 	_Atomic uint64_t stack_maps_renewed;
+	_Atomic uint64_t dwarf_samples;
+	enum cpu_unwind unwind;
+	struct ring_buffer *dwarf_rb;
+	pthread_t dwarf_thread;
+	bool dwarf_thread_running;
+	_Atomic bool dwarf_stop;
+	uint64_t dwarf_pcs[CPU_MAX_DEPTH];
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
+int cpu_dwarf_sample(void *ctx, void *data, size_t size);
+void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t);
 int cpu_install_inner(struct bpf_map *outer, int fd);
 int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);
 void cpu_target_state_free(struct cpu_target_state *t);

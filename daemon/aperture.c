@@ -136,7 +136,8 @@ int aperture_status(struct aperture *a, FILE *out)
 	targets_count(a->targets, &enabled, &exited);
 	if (a->cpu)
 		cpu_collector_get_stats(a->cpu, &cs);
-	drops = cs.counts_full + cs.stacks_full + cs.stacks_lost;
+	drops = cs.counts_full + cs.stacks_full + cs.stacks_lost + cs.stacks_nomem +
+		cs.ringbuf_full;
 	fprintf(out, "version: %s\n", APERTURE_VERSION);
 	fprintf(out, "uptime_s: %lld\n", (long long)(aperture_now() - a->started));
 	fprintf(out, "mountpoint: %s\n", a->mountpoint);
@@ -155,6 +156,9 @@ int aperture_status(struct aperture *a, FILE *out)
 	fprintf(out, "user_stack_errors: %llu\n", (unsigned long long)cs.ustack_errors);
 	fprintf(out, "kernel_stack_errors: %llu\n", (unsigned long long)cs.kstack_errors);
 	fprintf(out, "stack_maps_renewed: %llu\n", (unsigned long long)cs.stack_maps_renewed);
+	fprintf(out, "drops_stacks_nomem: %llu\n", (unsigned long long)cs.stacks_nomem);
+	fprintf(out, "drops_ringbuf_full: %llu\n", (unsigned long long)cs.ringbuf_full);
+	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");

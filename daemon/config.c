@@ -5,11 +5,16 @@
 #include "daemon/aperture.h"
 #include "daemon/value.h"
 
+/* Indexed by enum cpu_unwind. */
+static const char *const unwind_words[] = { "fp", "dwarf", "auto", NULL };
+
 const struct config_desc config_descs[CONFIG_NR] = {
 	/* The kernel's own ceiling (kernel.perf_event_max_sample_rate) may be lower: the
 	 * collector's attempt to apply the rate is the final check. */
 	[CONFIG_FREQUENCY_HZ] = { "frequency_hz", 1, 10000, 99, "Hz" },
 	[CONFIG_RETAIN_EXITED_S] = { "retain_exited_s", 0, 7 * 86400, 300, "seconds" },
+	[CONFIG_UNWIND] = { "unwind", 0, CPU_UNWIND_AUTO, CPU_UNWIND_AUTO, "fp, dwarf or auto",
+			    unwind_words },
 };
 
 void config_init(struct aperture *a)
@@ -25,6 +30,9 @@ uint64_t config_get(struct aperture *a, enum config_key key)
 
 int config_read(struct aperture *a, enum config_key key, FILE *out)
 {
+	if (config_descs[key].words)
+		return fprintf(out, "%s\n", config_descs[key].words[config_get(a, key)]) < 0 ?
+			       -EIO : 0;
 	return fprintf(out, "%llu\n", (unsigned long long)config_get(a, key)) < 0 ? -EIO : 0;
 }
 
@@ -35,8 +43,16 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 	uint64_t v;
 	int err;
 
-	err = value_parse_uint(buf, len, d->min, d->max, &v);
-	if (err) {
+	if (d->words)
+		err = value_parse_word(buf, len, d->words, &v);
+	else
+		err = value_parse_uint(buf, len, d->min, d->max, &v);
+	if (err == -EINVAL && d->words) {
+		value_quote(buf, len, shown, sizeof(shown));
+		aperture_set_error(a, "config/%s: \"%s\" is not one of %s", d->name, shown,
+				   d->unit);
+		return err;
+	} else if (err) {
 		value_quote(buf, len, shown, sizeof(shown));
 		if (err == -ERANGE)
 			aperture_set_error(a, "config/%s: \"%s\" is out of range %llu..%llu %s",
@@ -55,6 +71,8 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 			return err == -EINVAL ? -ERANGE : err;
 		}
 	}
+	if (key == CONFIG_UNWIND && a->cpu)
+		cpu_collector_set_unwind(a->cpu, v);
 	atomic_store(&a->config[key], v);
 	return 0;
 }

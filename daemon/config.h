@@ -9,6 +9,7 @@
 enum config_key {
 	CONFIG_FREQUENCY_HZ,
 	CONFIG_RETAIN_EXITED_S,
+	CONFIG_UNWIND,
 	CONFIG_NR,
 };
 
@@ -16,6 +17,8 @@ struct config_desc {
 	const char *name;  /* file name under config/ */
 	uint64_t min, max, def;
 	const char *unit;  /* for error messages */
+	/* A setting that is one of these words (min..max index them); NULL for a number. */
+	const char *const *words;
 };
 
 extern const struct config_desc config_descs[CONFIG_NR];

@@ -357,6 +357,21 @@ static void print_time(FILE *out, const char *key, int64_t t)
 	fprintf(out, "%s: %s\n", key, when);
 }
 
+/* How the target's user stacks are walked, and the share of their frames that got a name. */
+static void print_cpu_info(FILE *out, struct cpu_collector *cpu, pid_t pid)
+{
+	struct cpu_target_info info;
+
+	if (cpu_collector_target_info(cpu, pid, &info))
+		return;
+	fprintf(out, "unwind: %s\n", info.dwarf ? "dwarf" : "fp");
+	if (info.frames_total)
+		fprintf(out, "frames_named: %.1f%%\n",
+			100.0 * info.frames_named / info.frames_total);
+	else
+		fprintf(out, "frames_named: none yet\n");
+}
+
 int targets_status(struct targets *ts, pid_t pid, FILE *out)
 {
 	struct aperture *a = ts->a;
@@ -402,6 +417,8 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 		drops += cpu_collector_target_drops(a->cpu, pid);
 	fprintf(out, "samples: %llu\ndrops: %llu\n", (unsigned long long)ps.total,
 		(unsigned long long)drops);
+	if (t && t->state == TARGET_ENABLED && a->cpu)
+		print_cpu_info(out, a->cpu, pid);
 	fprintf(out, "last_error: %s\n", t && t->last_error[0] ? t->last_error : "none");
 out:
 	pthread_mutex_unlock(&ts->lock);

@@ -56,6 +56,22 @@ int value_parse_uint(const char *buf, size_t len, uint64_t min, uint64_t max, ui
 	return 0;
 }
 
+int value_parse_word(const char *buf, size_t len, const char *const *words, uint64_t *out)
+{
+	size_t n;
+	int err = value_body(buf, len, &n);
+
+	if (err)
+		return err;
+	for (uint64_t i = 0; words[i]; i++) {
+		if (strlen(words[i]) == n && !memcmp(buf, words[i], n)) {
+			*out = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int value_parse_enable(const char *buf, size_t len, int *on, uint64_t *duration_s)
 {
 	uint64_t v, unit;

@@ -9,6 +9,9 @@
 /* Unsigned decimal integer in [min, max]. -EINVAL if malformed, -ERANGE if outside. */
 int value_parse_uint(const char *buf, size_t len, uint64_t min, uint64_t max, uint64_t *out);
 
+/* One of words (NULL-terminated): *out is its index. -EINVAL if none matches. */
+int value_parse_word(const char *buf, size_t len, const char *const *words, uint64_t *out);
+
 #define ENABLE_MAX_DURATION_S (7 * 24 * 3600)
 
 /* What `enable` accepts: "0", "1", or a duration "<N>s|m|h|d" from 1s to 7d.

@@ -94,7 +94,8 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
-enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS };
+enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
+       N_UNWIND };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -109,6 +110,8 @@ const struct node fs_nodes[] = {
 		       .render = render_config, .write = write_config,
 		       .arg = CONFIG_RETAIN_EXITED_S },
 	[N_TARGETS] = DIR_NODE("targets", 0555, N_ROOT),
+	[N_UNWIND] = { .name = "unwind", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		       .render = render_config, .write = write_config, .arg = CONFIG_UNWIND },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;

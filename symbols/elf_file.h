@@ -52,6 +52,11 @@ size_t elf_file_symbol_count(const struct elf_file *f);
  * long as f. */
 const char *elf_file_lookup(const struct elf_file *f, uint64_t file_offset);
 
+/* Whether the file's functions set up frame pointers, judged from the first bytes of up to
+ * 256 of its sized function symbols (push %rbp; mov %rsp,%rbp, after an optional endbr64):
+ * 1 if at least half do, 0 if fewer, -ENOENT if too few symbols to tell. x86-64 code. */
+int elf_file_frame_pointers(const struct elf_file *f);
+
 /* The ELF virtual address of a file offset, through the PT_LOAD segment that contains it.
  * Returns 0 or -ENOENT if no segment holds that offset. */
 int elf_file_vaddr(const struct elf_file *f, uint64_t file_offset, uint64_t *vaddr);

@@ -227,6 +227,21 @@ void proc_syms_free(struct proc_syms *ps)
 	free(ps);
 }
 
+int proc_syms_frame_pointers(struct proc_syms *ps)
+{
+	int ret = -ENOENT;
+
+	pthread_rwlock_rdlock(&ps->lock);
+	for (size_t i = 0; i < ps->n; i++) {
+		if (ps->maps[i].kind != MAP_FILE || !ps->maps[i].file)
+			continue;
+		ret = elf_file_frame_pointers(cached_file_elf(ps->maps[i].file));
+		break;
+	}
+	pthread_rwlock_unlock(&ps->lock);
+	return ret;
+}
+
 static const struct proc_map *find_map(const struct proc_syms *ps, uint64_t addr)
 {
 	size_t lo = 0, hi = ps->n;

@@ -41,6 +41,10 @@ int proc_syms_refresh(struct proc_syms *ps);
 
 void proc_syms_free(struct proc_syms *ps);
 
+/* Whether the process's executable (its lowest file mapping) was built with frame pointers:
+ * 1 yes, 0 no, -ENOENT if that can't be told (no symbols). See elf_file_frame_pointers. */
+int proc_syms_frame_pointers(struct proc_syms *ps);
+
 /* Name of a user address. is_return: the address is a return address, so the call site
  * (addr - 1) is looked up, as perf does; the leaf frame's address is exact.
  * Returns 0 with the name in buf; -ENOENT if no mapping covers addr (the caller may refresh

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <elfutils/libdwfl.h>
+
+#include "symbols/debug_file.h"
+#include "symbols/unwind.h"
+
+/* DWARF register numbers of the x86-64 psABI. */
+#define DWARF_RBP 6
+#define DWARF_RSP 7
+
+struct unwinder {
+	Dwfl *dwfl;
+	pid_t pid;
+	int64_t reported_at; /* CLOCK_MONOTONIC second the mappings were last read */
+	/* The sample being unwound. */
+	const struct unwind_regs *regs;
+	const struct unwind_stack *stack;
+	bool read_past_copy;
+};
+
+struct walk {
+	uint64_t *pcs;
+	int n, max;
+	bool full;
+};
+
+static const Dwfl_Callbacks proc_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = debug_file_find,
+};
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/* Threads are never enumerated: dwfl_getthread_frames asks for one by id. */
+static pid_t next_thread(Dwfl *dwfl, void *dwfl_arg, void **thread_argp)
+{
+	return 0;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *dwfl_arg, void **thread_argp)
+{
+	*thread_argp = dwfl_arg;
+	return true;
+}
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *dwfl_arg)
+{
+	struct unwinder *u = dwfl_arg;
+	uint64_t sp = u->regs->sp;
+
+	if (addr < sp || addr - sp + sizeof(*result) > u->stack->len) {
+		/* Above the copy: the stack goes on beyond what was copied. */
+		if (addr >= sp)
+			u->read_past_copy = true;
+		return false;
+	}
+	memcpy(result, (const char *)u->stack->data + (addr - sp), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
+{
+	struct unwinder *u = thread_arg;
+	Dwarf_Word regs[2] = { u->regs->bp, u->regs->sp };
+
+	return dwfl_thread_state_registers(thread, DWARF_RBP, 2, regs) &&
+	       (dwfl_thread_state_register_pc(thread, u->regs->ip), true);
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+/* Tells the Dwfl about the process's mappings now; modules already known stay. */
+static int report(struct unwinder *u)
+{
+	int err;
+
+	dwfl_report_begin_add(u->dwfl);
+	err = dwfl_linux_proc_report(u->dwfl, u->pid);
+	if (dwfl_report_end(u->dwfl, NULL, NULL) && !err)
+		err = -EINVAL;
+	u->reported_at = mono_now();
+	/* dwfl_linux_proc_report: -1 if a module could not be reported, else an errno. */
+	if (err == -1)
+		err = -EINVAL;
+	else if (err > 0)
+		err = -err;
+	return err == -ENOENT ? -ESRCH : err;
+}
+
+int unwinder_new(pid_t pid, struct unwinder **out)
+{
+	struct unwinder *u;
+	int err;
+
+#ifndef __x86_64__
+	return -EOPNOTSUPP;
+#endif
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	u->pid = pid;
+	u->dwfl = dwfl_begin(&proc_callbacks);
+	if (!u->dwfl) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	err = report(u);
+	if (err)
+		goto fail;
+	if (!dwfl_attach_state(u->dwfl, NULL, pid, &thread_callbacks, u)) {
+		err = -EOPNOTSUPP;
+		goto fail;
+	}
+	*out = u;
+	return 0;
+fail:
+	unwinder_free(u);
+	return err;
+}
+
+void unwinder_free(struct unwinder *u)
+{
+	if (!u)
+		return;
+	if (u->dwfl)
+		dwfl_end(u->dwfl);
+	free(u);
+}
+
+static int on_frame(Dwfl_Frame *state, void *arg)
+{
+	struct walk *w = arg;
+	Dwarf_Addr pc;
+
+	if (!dwfl_frame_pc(state, &pc, NULL) || pc == 0)
+		return DWARF_CB_ABORT;
+	if (w->n == w->max) {
+		w->full = true;
+		return DWARF_CB_ABORT;
+	}
+	w->pcs[w->n++] = pc;
+	return DWARF_CB_OK;
+}
+
+int unwinder_unwind(struct unwinder *u, pid_t tid, const struct unwind_regs *regs,
+		    const struct unwind_stack *stack, uint64_t *pcs, int max, bool *truncated)
+{
+	struct walk w = { .pcs = pcs, .max = max };
+
+	/* A pc outside every module: something was mapped since (dlopen). Once a second at
+	 * most, so code that is not in a file (JIT) does not re-read maps on every sample. */
+	if (!dwfl_addrmodule(u->dwfl, regs->ip) && mono_now() > u->reported_at)
+		report(u);
+	u->regs = regs;
+	u->stack = stack;
+	u->read_past_copy = false;
+	dwfl_getthread_frames(u->dwfl, tid, on_frame, &w);
+	*truncated = w.full || u->read_past_copy;
+	return w.n;
+}
