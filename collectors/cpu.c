@@ -336,7 +336,7 @@ out:
 	return err;
 }
 
-void cpu_target_state_free(struct cpu_target_state *t)
+static void forget_named(struct cpu_target_state *t)
 {
 	struct cpu_named_stack *n, *tmp;
 
@@ -344,6 +344,21 @@ void cpu_target_state_free(struct cpu_target_state *t)
 		HASH_DEL(t->named, n);
 		free(n);
 	}
+}
+
+void cpu_collector_forget_names(struct cpu_collector *c)
+{
+	struct cpu_target_state *t, *tmp;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->targets, t, tmp)
+		forget_named(t);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cpu_target_state_free(struct cpu_target_state *t)
+{
+	forget_named(t);
 	for (int i = 0; i < CPU_GENS; i++) {
 		proc_syms_free(t->gens[i].syms);
 		unwinder_free(t->gens[i].unwinder);

@@ -72,6 +72,9 @@ void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats
 /* Applies a new unwinding mode to every target, enabled or enabled later. */
 void cpu_collector_set_unwind(struct cpu_collector *c, enum cpu_unwind mode);
 
+/* Names stacks afresh from now on (after demangling was switched, say). */
+void cpu_collector_forget_names(struct cpu_collector *c);
+
 /* -ENOENT if pid is not enabled. */
 int cpu_collector_target_info(struct cpu_collector *c, pid_t pid, struct cpu_target_info *out);
 

@@ -15,6 +15,8 @@
 #include "cpu.skel.h"
 
 #define FRAME_NAME_MAX 512
+/* Frames of one named stack: every address with its inlined functions, and [truncated]. */
+#define CPU_STACK_FRAMES_MAX (CPU_MAX_DEPTH * SYMS_INLINE_MAX + 1)
 
 struct drain_ctx {
 	struct cpu_collector *c;
@@ -74,20 +76,44 @@ static bool is_newest_gen(const struct cpu_target_state *t, const struct cpu_gen
 	return true;
 }
 
+/* The functions at a user address, the out-of-line one first: "[unknown]" if no mapping
+ * has it even after re-reading the mappings. */
 static void name_user_frame(struct cpu_collector *c, struct cpu_target_state *t,
 			    struct proc_syms *syms, struct cpu_gen_syms *slot, uint64_t addr,
-			    bool is_return, char *buf)
+			    bool is_return, struct sym_frames *out)
 {
-	int err = syms ? proc_syms_name(syms, addr, is_return, buf, FRAME_NAME_MAX) : -ENOENT;
+	int err = syms ? proc_syms_frames(syms, addr, is_return, out) : -ENOENT;
 
 	if (err == -ENOENT && syms && slot->refreshed_drain != c->drain_seq &&
 	    is_newest_gen(t, slot)) {
 		slot->refreshed_drain = c->drain_seq;
 		if (!proc_syms_refresh(syms))
-			err = proc_syms_name(syms, addr, is_return, buf, FRAME_NAME_MAX);
+			err = proc_syms_frames(syms, addr, is_return, out);
 	}
-	if (err)
-		snprintf(buf, FRAME_NAME_MAX, "[unknown]");
+	if (err) {
+		out->n = 1;
+		out->module = NULL;
+		out->build_id[0] = '\0';
+		out->f[0] = (struct sym_frame){ .name = "[unknown]" };
+	}
+}
+
+/* Interns the frames of one user address into ids, with where each function is. */
+static int intern_user_frames(struct cpu_target_state *t, const struct sym_frames *fr,
+			      uint32_t *ids)
+{
+	for (int k = 0; k < fr->n; k++) {
+		struct frame_info info = {
+			.file = fr->f[k].file,
+			.line = fr->f[k].line,
+			.module = fr->module,
+			.build_id = fr->build_id[0] ? fr->build_id : NULL,
+		};
+
+		if (profile_frame_id_info(t->profile, fr->f[k].name, &info, &ids[k]))
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 static void name_kernel_frame(struct cpu_collector *c, uint64_t addr, char *buf)
@@ -128,39 +154,44 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 					  const struct cpu_named_key *key, const uint64_t *pcs,
 					  uint32_t depth, bool truncated)
 {
+	uint32_t ids[CPU_STACK_FRAMES_MAX], j = 0, user_frames = 0, named_frames = 0;
 	struct cpu_gen_syms *slot = NULL;
 	struct proc_syms *syms = NULL;
 	bool kernel = key->kind == CPU_STACK_KERNEL;
 	struct cpu_named_stack *n;
 	char name[FRAME_NAME_MAX];
-	uint32_t j = 0;
+	struct sym_frames fr;
 
-	n = calloc(1, sizeof(*n) + (depth + 1) * sizeof(n->ids[0]));
-	if (!n)
-		return NULL;
-	n->key = *key;
 	/* The walk stopped before the outermost frame: say so at the root. */
-	if (truncated && profile_frame_id(t->profile, "[truncated]", &n->ids[j++]))
-		goto fail;
+	if (truncated && profile_frame_id(t->profile, "[truncated]", &ids[j++]))
+		return NULL;
 	if (!kernel)
 		syms = cpu_gen_syms(c, t, key->gen, &slot);
 	for (uint32_t i = depth; i-- > 0;) {
 		if (kernel) {
 			name_kernel_frame(c, pcs[i], name);
-		} else {
-			name_user_frame(c, t, syms, slot, pcs[i], i > 0, name);
-			n->user_frames++;
-			n->named_frames += is_named(name);
+			if (profile_frame_id(t->profile, name, &ids[j++]))
+				return NULL;
+			continue;
 		}
-		if (profile_frame_id(t->profile, name, &n->ids[j++]))
-			goto fail;
+		name_user_frame(c, t, syms, slot, pcs[i], i > 0, &fr);
+		if (intern_user_frames(t, &fr, &ids[j]))
+			return NULL;
+		j += fr.n;
+		user_frames++;
+		named_frames += is_named(fr.f[0].name);
 	}
+	n = malloc(sizeof(*n) + j * sizeof(n->ids[0]));
+	if (!n)
+		return NULL;
+	memset(n, 0, sizeof(*n));
+	n->key = *key;
 	n->depth = j;
+	n->user_frames = user_frames;
+	n->named_frames = named_frames;
+	memcpy(n->ids, ids, j * sizeof(ids[0]));
 	HASH_ADD(hh, t->named, key, sizeof(n->key), n);
 	return n;
-fail:
-	free(n);
-	return NULL;
 }
 
 /* A stack of the kernel's stacks map by its hash. NULL if the raw stack is not at hand
@@ -202,7 +233,7 @@ static int add_stacks(struct cpu_target_state *t, const char *raw_comm,
 		      const struct cpu_named_stack *user, bool user_err,
 		      const struct cpu_named_stack *kern, uint64_t count, int64_t now)
 {
-	uint32_t ids[2 * CPU_MAX_DEPTH + 3], n = 0;
+	uint32_t ids[2 * CPU_STACK_FRAMES_MAX + 2], n = 0;
 	char comm[CPU_COMM_LEN + 1];
 
 	memcpy(comm, raw_comm, CPU_COMM_LEN);

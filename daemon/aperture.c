@@ -122,6 +122,7 @@ void aperture_fini(struct aperture *a)
 	/* Closing the collector's links and perf events detaches every BPF program. */
 	cpu_collector_free(a->cpu);
 	symbolizer_free(a->syms);
+	config_fini(a);
 	pthread_cond_destroy(&a->loop_wake);
 	pthread_mutex_destroy(&a->loop_lock);
 	pthread_mutex_destroy(&a->error_lock);

@@ -18,6 +18,8 @@ struct aperture {
 	int64_t started;          /* unix seconds */
 	char mountpoint[4096];
 	_Atomic uint64_t config[CONFIG_NR];
+	pthread_mutex_t config_str_lock; /* config_str */
+	char *config_str[CONFIG_NR];      /* values of string settings; NULL = "" */
 	struct symbolizer *syms;
 	struct cpu_collector *cpu; /* NULL when BPF is unavailable; cpu_error says why */
 	char cpu_error[256];

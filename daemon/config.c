@@ -1,9 +1,15 @@
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "collectors/cpu.h"
 #include "daemon/aperture.h"
 #include "daemon/value.h"
+#include "symbols/symbols.h"
+
+#define CONFIG_STRING_MAX 4096
 
 /* Indexed by enum cpu_unwind. */
 static const char *const unwind_words[] = { "fp", "dwarf", "auto", NULL };
@@ -15,12 +21,84 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_RETAIN_EXITED_S] = { "retain_exited_s", 0, 7 * 86400, 300, "seconds" },
 	[CONFIG_UNWIND] = { "unwind", 0, CPU_UNWIND_AUTO, CPU_UNWIND_AUTO, "fp, dwarf or auto",
 			    unwind_words },
+	[CONFIG_DEMANGLE] = { "demangle", 0, 1, 1, "(0 raw names, 1 demangled)" },
+	[CONFIG_DEBUG_DIRS] = { "debug_dirs", .unit = "absolute directories separated by ':'",
+				.string = true },
 };
 
 void config_init(struct aperture *a)
 {
+	pthread_mutex_init(&a->config_str_lock, NULL);
 	for (int k = 0; k < CONFIG_NR; k++)
 		atomic_store(&a->config[k], config_descs[k].def);
+}
+
+void config_fini(struct aperture *a)
+{
+	for (int k = 0; k < CONFIG_NR; k++)
+		free(a->config_str[k]);
+	pthread_mutex_destroy(&a->config_str_lock);
+}
+
+/* A list of directories: absolute paths of existing directories, ':' between them; empty
+ * is an empty list. On error the reason is in why. */
+static int check_dirs(const char *v, char *why, size_t whylen)
+{
+	const char *p = v;
+	char dir[PATH_MAX];
+	struct stat st;
+
+	while (*p) {
+		size_t n = strcspn(p, ":");
+
+		if (n == 0 || p[0] != '/' || n >= sizeof(dir)) {
+			snprintf(why, whylen, "each directory must be an absolute path");
+			return -EINVAL;
+		}
+		memcpy(dir, p, n);
+		dir[n] = '\0';
+		if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+			snprintf(why, whylen, "%.*s is not a directory", (int)(whylen / 2), dir);
+			return -EINVAL;
+		}
+		p += n + (p[n] == ':');
+	}
+	return 0;
+}
+
+static int write_string(struct aperture *a, enum config_key key, const char *buf, size_t len)
+{
+	const struct config_desc *d = &config_descs[key];
+	char why[200], *v;
+	int err;
+
+	if (len > 0 && buf[len - 1] == '\n')
+		len--;
+	if (len >= CONFIG_STRING_MAX) {
+		aperture_set_error(a, "config/%s: longer than %d bytes", d->name,
+				   CONFIG_STRING_MAX - 1);
+		return -ERANGE;
+	}
+	v = strndup(buf, len);
+	if (!v)
+		return -ENOMEM;
+	err = strlen(v) != len ? -EINVAL : 0; /* a NUL inside */
+	if (err)
+		snprintf(why, sizeof(why), "contains a NUL byte");
+	if (!err && key == CONFIG_DEBUG_DIRS)
+		err = check_dirs(v, why, sizeof(why));
+	if (err) {
+		aperture_set_error(a, "config/%s: %s", d->name, why);
+		free(v);
+		return err;
+	}
+	if (key == CONFIG_DEBUG_DIRS)
+		symbolizer_set_debug_dirs(a->syms, v);
+	pthread_mutex_lock(&a->config_str_lock);
+	free(a->config_str[key]);
+	a->config_str[key] = v;
+	pthread_mutex_unlock(&a->config_str_lock);
+	return 0;
 }
 
 uint64_t config_get(struct aperture *a, enum config_key key)
@@ -30,6 +108,14 @@ uint64_t config_get(struct aperture *a, enum config_key key)
 
 int config_read(struct aperture *a, enum config_key key, FILE *out)
 {
+	int n;
+
+	if (config_descs[key].string) {
+		pthread_mutex_lock(&a->config_str_lock);
+		n = fprintf(out, "%s\n", a->config_str[key] ? a->config_str[key] : "");
+		pthread_mutex_unlock(&a->config_str_lock);
+		return n < 0 ? -EIO : 0;
+	}
 	if (config_descs[key].words)
 		return fprintf(out, "%s\n", config_descs[key].words[config_get(a, key)]) < 0 ?
 			       -EIO : 0;
@@ -43,6 +129,8 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 	uint64_t v;
 	int err;
 
+	if (d->string)
+		return write_string(a, key, buf, len);
 	if (d->words)
 		err = value_parse_word(buf, len, d->words, &v);
 	else
@@ -73,6 +161,11 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 	}
 	if (key == CONFIG_UNWIND && a->cpu)
 		cpu_collector_set_unwind(a->cpu, v);
+	if (key == CONFIG_DEMANGLE) {
+		symbolizer_set_demangle(a->syms, v);
+		if (a->cpu)
+			cpu_collector_forget_names(a->cpu);
+	}
 	atomic_store(&a->config[key], v);
 	return 0;
 }

@@ -2,6 +2,7 @@
 #ifndef APERTURE_DAEMON_CONFIG_H
 #define APERTURE_DAEMON_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,8 @@ enum config_key {
 	CONFIG_FREQUENCY_HZ,
 	CONFIG_RETAIN_EXITED_S,
 	CONFIG_UNWIND,
+	CONFIG_DEMANGLE,
+	CONFIG_DEBUG_DIRS,
 	CONFIG_NR,
 };
 
@@ -19,6 +22,7 @@ struct config_desc {
 	const char *unit;  /* for error messages */
 	/* A setting that is one of these words (min..max index them); NULL for a number. */
 	const char *const *words;
+	bool string;       /* a text value (config_get_string), not a number */
 };
 
 extern const struct config_desc config_descs[CONFIG_NR];
@@ -26,6 +30,7 @@ extern const struct config_desc config_descs[CONFIG_NR];
 struct aperture;
 
 void config_init(struct aperture *a);
+void config_fini(struct aperture *a);
 uint64_t config_get(struct aperture *a, enum config_key key);
 int config_read(struct aperture *a, enum config_key key, FILE *out);
 /* Validates and applies one value. -EINVAL (malformed), -ERANGE (out of range), or what

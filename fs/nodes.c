@@ -95,7 +95,7 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
-       N_UNWIND };
+       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -112,6 +112,11 @@ const struct node fs_nodes[] = {
 	[N_TARGETS] = DIR_NODE("targets", 0555, N_ROOT),
 	[N_UNWIND] = { .name = "unwind", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 		       .render = render_config, .write = write_config, .arg = CONFIG_UNWIND },
+	[N_DEMANGLE] = { .name = "demangle", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			 .render = render_config, .write = write_config, .arg = CONFIG_DEMANGLE },
+	[N_DEBUG_DIRS] = { .name = "debug_dirs", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			   .render = render_config, .write = write_config,
+			   .arg = CONFIG_DEBUG_DIRS },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;

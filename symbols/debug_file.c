@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,6 +11,22 @@
 #include <elfutils/libdwelf.h>
 
 #include "symbols/debug_file.h"
+
+static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *extra_dirs; /* dirs_lock; NULL = none */
+
+int debug_file_set_dirs(const char *dirs)
+{
+	char *copy = dirs[0] ? strdup(dirs) : NULL;
+
+	if (dirs[0] && !copy)
+		return -ENOMEM;
+	pthread_mutex_lock(&dirs_lock);
+	free(extra_dirs);
+	extra_dirs = copy;
+	pthread_mutex_unlock(&dirs_lock);
+	return 0;
+}
 
 struct want {
 	const unsigned char *build_id;
@@ -65,12 +83,14 @@ static size_t root_prefix_len(const char *file_name)
 	return p + 5 - file_name;
 }
 
-static int by_build_id(const char *root, int root_len, const struct want *want, char **found)
+/* DIR/.build-id/xx/rest.debug where DIR is root (root_len bytes) followed by dir. */
+static int by_build_id_in(const char *root, int root_len, const char *dir,
+			  const struct want *want, char **found)
 {
 	char path[PATH_MAX];
 	int n, i;
 
-	n = snprintf(path, sizeof(path), "%.*s/usr/lib/debug/.build-id/%02x/", root_len, root,
+	n = snprintf(path, sizeof(path), "%.*s%s/.build-id/%02x/", root_len, root, dir,
 		     want->build_id[0]);
 	for (i = 1; i < want->build_id_len && n + 3 < (int)sizeof(path); i++)
 		n += snprintf(path + n, sizeof(path) - n, "%02x", want->build_id[i]);
@@ -78,6 +98,35 @@ static int by_build_id(const char *root, int root_len, const struct want *want, 
 		return -1;
 	strcpy(path + n, ".debug");
 	return try_open(path, want, found);
+}
+
+static int by_build_id(const char *root, int root_len, const struct want *want, char **found)
+{
+	return by_build_id_in(root, root_len, "/usr/lib/debug", want, found);
+}
+
+/* In each extra directory: the build-id tree, then the debuglink name. */
+static int in_extra_dirs(const char *link, const struct want *want, char **found)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	const char *p;
+	int fd = -1;
+
+	pthread_mutex_lock(&dirs_lock);
+	for (p = extra_dirs; p && *p && fd < 0; p += strcspn(p, ":"), p += *p == ':') {
+		int n = strcspn(p, ":");
+
+		if (n >= (int)sizeof(dir))
+			continue;
+		memcpy(dir, p, n);
+		dir[n] = '\0';
+		fd = by_build_id_in("", 0, dir, want, found);
+		if (fd < 0 && link && !strchr(link, '/') &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, link) < (int)sizeof(path))
+			fd = try_open(path, want, found);
+	}
+	pthread_mutex_unlock(&dirs_lock);
+	return fd;
 }
 
 static int by_debuglink(const char *file_name, const char *link, const struct want *want,
@@ -116,7 +165,9 @@ int debug_file_find(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 	want.build_id_len = dwfl_module_build_id(mod, &want.build_id, &note_vaddr);
 	if (want.build_id_len <= 0)
 		return -1;
-	fd = by_build_id("", 0, &want, debuginfo_file_name);
+	fd = in_extra_dirs(debuglink_file, &want, debuginfo_file_name);
+	if (fd < 0)
+		fd = by_build_id("", 0, &want, debuginfo_file_name);
 	if (fd >= 0 || !file_name)
 		return fd;
 	root_len = root_prefix_len(file_name);

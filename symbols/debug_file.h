@@ -10,8 +10,13 @@
 
 #include <elfutils/libdwfl.h>
 
+/* Extra directories searched first, ':' between them (copied). They are process-wide, as
+ * libdwfl's callbacks get no context of ours. 0 or -ENOMEM. */
+int debug_file_set_dirs(const char *dirs);
+
 /* A Dwfl_Callbacks.find_debuginfo. Tries, in order, where root is "/proc/<pid>/root" when
  * file_name starts with it and "" otherwise:
+ *   each extra directory DIR: DIR/.build-id/xx/rest.debug, DIR/<.gnu_debuglink NAME>;
  *   /usr/lib/debug/.build-id/xx/rest.debug, then the same under root;
  *   for .gnu_debuglink NAME: the file's directory, its .debug/, root/usr/lib/debug/DIR/.
  * A candidate is taken only if its build-id matches the module's. Returns an fd or -1. */

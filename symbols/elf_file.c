@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <elfutils/libdwelf.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
 #include "symbols/addr_table.h"
@@ -34,6 +37,7 @@ struct elf_sym {
 };
 
 struct elf_file {
+	pthread_mutex_t dwarf_lock; /* DWARF lookups: libdw reads it in lazily */
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	struct elf_file_key key;
@@ -108,6 +112,7 @@ int elf_file_open(int fd, const char *debug_path, struct elf_file **out)
 		err = -ENOMEM;
 		goto err_close;
 	}
+	pthread_mutex_init(&f->dwarf_lock, NULL);
 	f->key.dev = st.st_dev;
 	f->key.ino = st.st_ino;
 	f->key.size = st.st_size;
@@ -160,6 +165,7 @@ void elf_file_free(struct elf_file *f)
 	free((void *)f->key.build_id);
 	free(f->loads);
 	free(f->syms);
+	pthread_mutex_destroy(&f->dwarf_lock);
 	free(f);
 }
 
@@ -361,4 +367,58 @@ int elf_file_frame_pointers(const struct elf_file *f)
 	if (seen < 4)
 		return -ENOENT;
 	return with * 2 >= seen;
+}
+
+static void describe(Dwarf_Die *die, struct elf_scope *out)
+{
+	Dwarf_Attribute mem, *attr;
+	int line = 0;
+
+	attr = dwarf_attr_integrate(die, DW_AT_linkage_name, &mem);
+	if (!attr)
+		attr = dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &mem);
+	out->name = attr ? dwarf_formstring(attr) : NULL;
+	if (!out->name)
+		out->name = dwarf_diename(die);
+	out->file = dwarf_decl_file(die);
+	out->line = dwarf_decl_line(die, &line) ? 0 : line;
+}
+
+int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out,
+		    int max)
+{
+	/* The lock guards libdw's caches, not the file's value. */
+	pthread_mutex_t *lock = &((struct elf_file *)f)->dwarf_lock;
+	Dwarf_Die *cu, *scopes = NULL;
+	Dwarf_Addr bias;
+	uint64_t addr;
+	int n = 0, nscopes;
+
+	if (elf_file_vaddr(f, file_offset, &addr))
+		return 0;
+	pthread_mutex_lock(lock);
+	cu = dwfl_module_addrdie(f->mod, addr, &bias);
+	/* dwarf_getscopes continues an inlined instance with the scopes around its abstract
+	 * definition (for name lookup); the physical nesting, which is the call chain, is
+	 * what dwarf_getscopes_die gives for the innermost scope, as eu-addr2line -i does. */
+	nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+	if (nscopes > 0) {
+		Dwarf_Die innermost = scopes[0];
+
+		free(scopes);
+		scopes = NULL;
+		nscopes = dwarf_getscopes_die(&innermost, &scopes);
+	}
+	/* Innermost first, ending with the CU. */
+	for (int i = nscopes; i-- > 0 && n < max;) {
+		int tag = dwarf_tag(&scopes[i]);
+
+		if (tag == DW_TAG_subprogram)
+			n = 0; /* a nested function (rare): it is the outermost that runs */
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+			describe(&scopes[i], &out[n++]);
+	}
+	pthread_mutex_unlock(lock);
+	free(scopes);
+	return n;
 }

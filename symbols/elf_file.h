@@ -52,6 +52,20 @@ size_t elf_file_symbol_count(const struct elf_file *f);
  * long as f. */
 const char *elf_file_lookup(const struct elf_file *f, uint64_t file_offset);
 
+/* A function in DWARF: the one an address is in, or one inlined there. Strings live as long
+ * as the file; any may be NULL (unknown). */
+struct elf_scope {
+	const char *name;  /* linkage name (mangled) if the DIE has one, else its name */
+	const char *file;  /* where the function is defined */
+	uint32_t line;
+};
+
+/* The DWARF functions at the byte at this file offset, outermost first: out[0] is the
+ * out-of-line function, out[1..] the functions inlined into it down to the innermost.
+ * Returns how many were stored (at most max), 0 without debug info there. Locked inside:
+ * libdw's lazy loading is not thread-safe. */
+int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out, int max);
+
 /* Whether the file's functions set up frame pointers, judged from the first bytes of up to
  * 256 of its sized function symbols (push %rbp; mov %rsp,%rbp, after an optional endbr64):
  * 1 if at least half do, 0 if fewer, -ENOENT if too few symbols to tell. x86-64 code. */

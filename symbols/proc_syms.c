@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "symbols/demangle.h"
 #include "symbols/elf_file.h"
 #include "symbols/file_cache.h"
 #include "symbols/procmaps.h"
@@ -260,8 +261,16 @@ static const struct proc_map *find_map(const struct proc_syms *ps, uint64_t addr
 	return NULL;
 }
 
-static int name_in_map(const struct proc_map *m, uint64_t addr, uint64_t lookup, char *buf,
-		       size_t len)
+/* A function name as shown: demangled unless switched off. */
+static int format_name(const struct proc_syms *ps, const char *name, char *buf, size_t len)
+{
+	if (!atomic_load(&ps->s->raw_names) && demangle(name, buf, len))
+		return 0;
+	return symbols_format(buf, len, "%s", name);
+}
+
+static int name_in_map(const struct proc_syms *ps, const struct proc_map *m, uint64_t addr,
+		       uint64_t lookup, char *buf, size_t len)
 {
 	const char *name = NULL;
 
@@ -270,8 +279,47 @@ static int name_in_map(const struct proc_map *m, uint64_t addr, uint64_t lookup,
 	if (m->file)
 		name = elf_file_lookup(cached_file_elf(m->file), lookup - m->start + m->pgoff);
 	if (name)
-		return symbols_format(buf, len, "%s", name);
+		return format_name(ps, name, buf, len);
 	return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, addr - m->start + m->pgoff);
+}
+
+static void hex(const uint8_t *id, size_t n, char *out, size_t outlen)
+{
+	size_t i;
+
+	for (i = 0; i < n && 2 * i + 2 < outlen; i++)
+		sprintf(out + 2 * i, "%02x", id[i]);
+	out[2 * i] = '\0';
+}
+
+/* Adds DWARF's view of the function at lookup: where f[0] is defined, and the functions
+ * inlined there. */
+static void add_scopes(const struct proc_syms *ps, const struct proc_map *m, uint64_t lookup,
+		       struct sym_frames *out)
+{
+	struct elf_scope scopes[SYMS_INLINE_MAX];
+	const struct elf_file *f = cached_file_elf(m->file);
+	int n = elf_file_scopes(f, lookup - m->start + m->pgoff, scopes, SYMS_INLINE_MAX);
+	size_t len;
+
+	if (n == 0)
+		return;
+	out->f[0].file = scopes[0].file;
+	out->f[0].line = scopes[0].line;
+	for (int i = 1; i < n; i++) {
+		struct sym_frame *fr = &out->f[out->n];
+
+		if (!scopes[i].name)
+			continue;
+		/* Room for the suffix: a name cut short still says it was inlined. */
+		if (format_name(ps, scopes[i].name, fr->name, sizeof(fr->name) - 4))
+			continue;
+		len = strlen(fr->name);
+		memcpy(fr->name + len, "_[i]", 5);
+		fr->file = scopes[i].file;
+		fr->line = scopes[i].line;
+		out->n++;
+	}
 }
 
 int proc_syms_name(struct proc_syms *ps, uint64_t addr, bool is_return, char *buf, size_t len)
@@ -285,7 +333,42 @@ int proc_syms_name(struct proc_syms *ps, uint64_t addr, bool is_return, char *bu
 	pthread_rwlock_rdlock(&ps->lock);
 	m = find_map(ps, lookup);
 	if (m)
-		err = name_in_map(m, addr, lookup, buf, len);
+		err = name_in_map(ps, m, addr, lookup, buf, len);
+	pthread_rwlock_unlock(&ps->lock);
+	return err;
+}
+
+int proc_syms_frames(struct proc_syms *ps, uint64_t addr, bool is_return,
+		     struct sym_frames *out)
+{
+	uint64_t lookup = is_return && addr ? addr - 1 : addr;
+	const struct elf_file_key *key;
+	const struct proc_map *m;
+	int err = -ENOENT;
+
+	out->n = 0;
+	out->module = NULL;
+	out->build_id[0] = '\0';
+	pthread_rwlock_rdlock(&ps->lock);
+	m = find_map(ps, lookup);
+	if (!m)
+		goto out;
+	out->f[0].file = NULL;
+	out->f[0].line = 0;
+	err = name_in_map(ps, m, addr, lookup, out->f[0].name, sizeof(out->f[0].name));
+	if (err)
+		goto out;
+	out->n = 1;
+	if (m->kind != MAP_FILE)
+		goto out;
+	out->module = m->path;
+	if (!m->file)
+		goto out;
+	key = elf_file_key(cached_file_elf(m->file));
+	if (key->build_id)
+		hex(key->build_id, key->build_id_len, out->build_id, sizeof(out->build_id));
+	add_scopes(ps, m, lookup, out);
+out:
 	pthread_rwlock_unlock(&ps->lock);
 	return err;
 }

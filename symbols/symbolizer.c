@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "symbols/debug_file.h"
 #include "symbols/file_cache.h"
 #include "symbols/kallsyms.h"
 #include "symbols/symbolizer_priv.h"
@@ -73,4 +74,14 @@ int symbolizer_kernel_name(struct symbolizer *s, uint64_t addr, char *buf, size_
 size_t symbolizer_cached_files(struct symbolizer *s)
 {
 	return file_cache_count(s->files);
+}
+
+void symbolizer_set_demangle(struct symbolizer *s, bool on)
+{
+	atomic_store(&s->raw_names, !on);
+}
+
+int symbolizer_set_debug_dirs(struct symbolizer *s, const char *dirs)
+{
+	return debug_file_set_dirs(dirs);
 }

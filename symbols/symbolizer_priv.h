@@ -2,6 +2,8 @@
 #ifndef APERTURE_SYMBOLS_SYMBOLIZER_PRIV_H
 #define APERTURE_SYMBOLS_SYMBOLIZER_PRIV_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "symbols/symbols.h"
@@ -15,6 +17,7 @@ struct symbolizer {
 	struct kallsyms *kernel;	/* NULL when /proc/kallsyms could not be read */
 	struct cached_file *vdso;	/* our vDSO image, referenced; NULL when there is none */
 	size_t vdso_size;
+	_Atomic bool raw_names;		/* demangling switched off */
 };
 
 /* snprintf into a caller's name buffer: 0, or -ENOSPC when the name did not fit. */

@@ -52,4 +52,36 @@ int proc_syms_frame_pointers(struct proc_syms *ps);
  * memory (JIT code without a perf map) is named "[anon]+0xADDRESS". */
 int proc_syms_name(struct proc_syms *ps, uint64_t addr, bool is_return, char *buf, size_t len);
 
+#define SYMS_NAME_MAX 512
+#define SYMS_INLINE_MAX 8
+
+/* One function at a user address. */
+struct sym_frame {
+	char name[SYMS_NAME_MAX]; /* as proc_syms_name names it; inlined ones end in "_[i]" */
+	const char *file;         /* source file of its definition, NULL if unknown */
+	uint32_t line;            /* line of its definition, 0 if unknown */
+};
+
+/* Every function at a user address: what proc_syms_name gives, and from DWARF (where the
+ * file or its separate debug file has it) the functions inlined at that address and where
+ * each is defined. Strings stay valid until the next proc_syms_refresh or proc_syms_free. */
+struct sym_frames {
+	int n;
+	struct sym_frame f[SYMS_INLINE_MAX]; /* f[0] out of line, then inlined ones, innermost last */
+	const char *module;                  /* path of the mapped file, NULL for none */
+	char build_id[65];                   /* its GNU build id in hex, "" if none */
+};
+
+/* Returns 0, or -ENOENT as proc_syms_name. */
+int proc_syms_frames(struct proc_syms *ps, uint64_t addr, bool is_return,
+		     struct sym_frames *out);
+
+/* Directories searched for separate debug files before the standard places, ':' between
+ * them (each as DIR/.build-id/xx/rest.debug and DIR/<.gnu_debuglink name>); copied. Files
+ * already parsed keep what they found. 0 or -ENOMEM. */
+int symbolizer_set_debug_dirs(struct symbolizer *s, const char *dirs);
+
+/* Whether C++ and Rust names are demangled (the default) or left as in the symbol table. */
+void symbolizer_set_demangle(struct symbolizer *s, bool on);
+
 #endif
