@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
 #include <sys/epoll.h>
@@ -367,6 +368,14 @@ void cpu_target_state_free(struct cpu_target_state *t)
 	free(t);
 }
 
+int64_t cpu_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* The slot of generation gen, opening the process's current mappings for a generation seen
  * for the first time (an exec happened). NULL when it can't be had (process gone). */
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
@@ -398,7 +407,7 @@ struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state 
 	if (c->skel)
 		cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
-	victim->refreshed_drain = c->drain_seq;
+	victim->refreshed_ms = cpu_mono_ms();
 	victim->used_drain = c->drain_seq;
 	*slot = victim;
 	return victim->syms;

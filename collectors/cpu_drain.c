@@ -76,6 +76,11 @@ static bool is_newest_gen(const struct cpu_target_state *t, const struct cpu_gen
 	return true;
 }
 
+static bool may_refresh(const struct cpu_target_state *t, const struct cpu_gen_syms *slot)
+{
+	return cpu_mono_ms() - slot->refreshed_ms >= CPU_REFRESH_MS && is_newest_gen(t, slot);
+}
+
 /* The functions at a user address, the out-of-line one first: "[unknown]" if no mapping
  * has it even after re-reading the mappings. */
 static void name_user_frame(struct cpu_collector *c, struct cpu_target_state *t,
@@ -84,9 +89,8 @@ static void name_user_frame(struct cpu_collector *c, struct cpu_target_state *t,
 {
 	int err = syms ? proc_syms_frames(syms, addr, is_return, out) : -ENOENT;
 
-	if (err == -ENOENT && syms && slot->refreshed_drain != c->drain_seq &&
-	    is_newest_gen(t, slot)) {
-		slot->refreshed_drain = c->drain_seq;
+	if (err == -ENOENT && syms && may_refresh(t, slot)) {
+		slot->refreshed_ms = cpu_mono_ms();
 		if (!proc_syms_refresh(syms))
 			err = proc_syms_frames(syms, addr, is_return, out);
 	}
@@ -155,6 +159,7 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 					  uint32_t depth, bool truncated)
 {
 	uint32_t ids[CPU_STACK_FRAMES_MAX], j = 0, user_frames = 0, named_frames = 0;
+	uint32_t unmapped_frames = 0;
 	struct cpu_gen_syms *slot = NULL;
 	struct proc_syms *syms = NULL;
 	bool kernel = key->kind == CPU_STACK_KERNEL;
@@ -180,6 +185,7 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 		j += fr.n;
 		user_frames++;
 		named_frames += is_named(fr.f[0].name);
+		unmapped_frames += !strcmp(fr.f[0].name, "[unknown]");
 	}
 	n = malloc(sizeof(*n) + j * sizeof(n->ids[0]));
 	if (!n)
@@ -189,9 +195,27 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 	n->depth = j;
 	n->user_frames = user_frames;
 	n->named_frames = named_frames;
+	n->unmapped_frames = unmapped_frames;
 	memcpy(n->ids, ids, j * sizeof(ids[0]));
 	HASH_ADD(hh, t->named, key, sizeof(n->key), n);
 	return n;
+}
+
+/* A stack named before, unless it has addresses no mapping covered and the mappings may be
+ * read again now: then it is forgotten, to be named afresh. */
+static struct cpu_named_stack *find_named(struct cpu_collector *c, struct cpu_target_state *t,
+					  const struct cpu_named_key *key)
+{
+	struct cpu_gen_syms *slot;
+	struct cpu_named_stack *n;
+
+	HASH_FIND(hh, t->named, key, sizeof(*key), n);
+	if (!n || !n->unmapped_frames || !cpu_gen_syms(c, t, key->gen, &slot) ||
+	    !may_refresh(t, slot))
+		return n;
+	HASH_DEL(t->named, n);
+	free(n);
+	return NULL;
 }
 
 /* A stack of the kernel's stacks map by its hash. NULL if the raw stack is not at hand
@@ -208,7 +232,7 @@ static struct cpu_named_stack *named_stack(struct cpu_collector *c, struct cpu_t
 	struct cpu_named_stack *n;
 	uint32_t depth = 0;
 
-	HASH_FIND(hh, t->named, &key, sizeof(key), n);
+	n = find_named(c, t, &key);
 	if (n)
 		return n;
 	raw = find_raw(c, hash);
@@ -294,7 +318,7 @@ static struct cpu_named_stack *dwarf_stack(struct cpu_collector *c, struct cpu_t
 	depth = unwinder_unwind(slot->unwinder, h->tid, &regs, &stack, c->dwarf_pcs,
 				CPU_MAX_DEPTH, &truncated);
 	key.hash = hash_pcs(c->dwarf_pcs, depth) ^ truncated;
-	HASH_FIND(hh, t->named, &key, sizeof(key), n);
+	n = find_named(c, t, &key);
 	if (n)
 		return n;
 	return name_stack(c, t, &key, c->dwarf_pcs, depth, truncated);

@@ -18,7 +18,7 @@ struct cpu_gen_syms {
 	uint32_t gen;
 	struct proc_syms *syms;   /* NULL: slot unused */
 	struct unwinder *unwinder; /* dwarf mode, made at its first sample; NULL until then */
-	uint64_t refreshed_drain; /* maps re-read in this drain already */
+	int64_t refreshed_ms;     /* CLOCK_MONOTONIC ms the maps were last read */
 	uint64_t used_drain;
 };
 
@@ -39,6 +39,7 @@ struct cpu_named_stack {
 	struct cpu_named_key key;
 	uint32_t depth;
 	uint32_t user_frames, named_frames; /* for the share of frames named */
+	uint32_t unmapped_frames;           /* [unknown]: named again after the maps are re-read */
 	UT_hash_handle hh;
 	uint32_t ids[];
 };
@@ -100,6 +101,11 @@ void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t
 int cpu_install_inner(struct bpf_map *outer, int fd);
 int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);
 void cpu_target_state_free(struct cpu_target_state *t);
+/* Maps are re-read this often at most when an address is in none of them (a library loaded
+ * since, or mappings read while the dynamic loader was still at work). */
+#define CPU_REFRESH_MS 100
+
+int64_t cpu_mono_ms(void);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);
 

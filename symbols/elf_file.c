@@ -384,41 +384,55 @@ static void describe(Dwarf_Die *die, struct elf_scope *out)
 	out->line = dwarf_decl_line(die, &line) ? 0 : line;
 }
 
+/* Walks down from die to the innermost DIE holding pc, describing the functions on the way:
+ * the physical nesting is the call chain of inlined calls. dwarf_getscopes is not used: it
+ * continues an inlined instance with the scopes of its abstract definition, and finds
+ * nothing in GCC's LTO units (<artificial>). Returns the new count. */
+static int walk_scopes(Dwarf_Die *die, Dwarf_Addr pc, struct elf_scope *out, int n, int max)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(die, &child))
+		return n;
+	do {
+		int tag = dwarf_tag(&child);
+
+		/* C++ member functions can sit inside their class or namespace. */
+		if (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+		    tag == DW_TAG_structure_type || tag == DW_TAG_union_type) {
+			int deeper = walk_scopes(&child, pc, out, n, max);
+
+			if (deeper != n)
+				return deeper;
+			continue;
+		}
+		if (dwarf_haspc(&child, pc) != 1)
+			continue;
+		if (tag == DW_TAG_subprogram)
+			n = 0; /* a nested function (rare): it is the outermost that runs */
+		if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) && n < max)
+			describe(&child, &out[n++]);
+		return walk_scopes(&child, pc, out, n, max);
+	} while (!dwarf_siblingof(&child, &child));
+	return n;
+}
+
 int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out,
 		    int max)
 {
 	/* The lock guards libdw's caches, not the file's value. */
 	pthread_mutex_t *lock = &((struct elf_file *)f)->dwarf_lock;
-	Dwarf_Die *cu, *scopes = NULL;
 	Dwarf_Addr bias;
+	Dwarf_Die *cu;
 	uint64_t addr;
-	int n = 0, nscopes;
+	int n = 0;
 
 	if (elf_file_vaddr(f, file_offset, &addr))
 		return 0;
 	pthread_mutex_lock(lock);
 	cu = dwfl_module_addrdie(f->mod, addr, &bias);
-	/* dwarf_getscopes continues an inlined instance with the scopes around its abstract
-	 * definition (for name lookup); the physical nesting, which is the call chain, is
-	 * what dwarf_getscopes_die gives for the innermost scope, as eu-addr2line -i does. */
-	nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
-	if (nscopes > 0) {
-		Dwarf_Die innermost = scopes[0];
-
-		free(scopes);
-		scopes = NULL;
-		nscopes = dwarf_getscopes_die(&innermost, &scopes);
-	}
-	/* Innermost first, ending with the CU. */
-	for (int i = nscopes; i-- > 0 && n < max;) {
-		int tag = dwarf_tag(&scopes[i]);
-
-		if (tag == DW_TAG_subprogram)
-			n = 0; /* a nested function (rare): it is the outermost that runs */
-		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
-			describe(&scopes[i], &out[n++]);
-	}
+	if (cu)
+		n = walk_scopes(cu, addr - bias, out, 0, max);
 	pthread_mutex_unlock(lock);
-	free(scopes);
 	return n;
 }

@@ -1,0 +1,171 @@
+"""Whole stacks without frame pointers: CFI unwinding of GCC -O2 code, truncation marked at
+the root, inlined and demangled C++ frames, a stripped binary named from a debug directory,
+and a stock Debian interpreter named from its debug package."""
+import errno
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import WORKLOADS, read, user_frames, wait_for, write, write_errno
+
+HZ = 499
+
+
+@pytest.fixture(autouse=True)
+def sampling(daemon):
+    daemon.set_frequency(HZ)
+    yield
+    write(daemon.mnt / "config" / "unwind", "auto")
+    write(daemon.mnt / "config" / "demangle", "1")
+
+
+def profile(daemon, workloads, name, *args, samples=1000):
+    """Profiles a workload until it has samples, then disables it: its final stacks, and
+    its status while it was enabled."""
+    pid = workloads.start(name, *args).pid
+    write(daemon.target(pid) / "enable", "1")
+    daemon.wait_samples(pid, samples, timeout=40)
+    status = daemon.status(pid)
+    write(daemon.target(pid) / "enable", "0")
+    daemon.final_samples(pid)
+    return daemon.folded(pid), status
+
+
+def share(stacks, predicate):
+    total = sum(stacks.values())
+    return sum(n for f, n in stacks.items() if predicate(user_frames(f))) / total
+
+
+# burn() is inlined into both leaves: DWARF says so.
+INNER = ("main", "outer", "middle", "inner", "burn_[i]")
+LEAF = ("main", "side", "leaf", "burn_[i]")
+
+
+def nofp_path(frames):
+    """The workload's own frames from main down, if the stack reaches main."""
+    return frames[frames.index("main"):] if "main" in frames else None
+
+
+def test_gcc_without_frame_pointers_reaches_main(daemon, workloads):
+    stacks, status = profile(daemon, workloads, "nofp", 60)
+    assert status["unwind"] == "dwarf", "auto must pick CFI for a binary without frame pointers"
+    assert float(status["frames_named"].rstrip("%")) > 99
+    reached = share(stacks, lambda f: nofp_path(f) is not None)
+    assert reached >= 0.99, f"only {reached:.1%} of samples reach main"
+    # Right nesting: every sample in the workload's functions is on one of its two paths.
+    inner = share(stacks, lambda f: "inner" in f)
+    leaf = share(stacks, lambda f: "leaf" in f)
+    assert share(stacks, lambda f: nofp_path(f) == INNER) \
+        == pytest.approx(inner, abs=0.005)
+    assert share(stacks, lambda f: nofp_path(f) == LEAF) \
+        == pytest.approx(leaf, abs=0.005)
+    assert inner + leaf > 0.9
+    assert inner / (inner + leaf) == pytest.approx(0.75, abs=0.06)
+    assert not any("[truncated]" in f for f in stacks)
+
+
+def test_frame_pointer_walks_do_not_reach_main_there(daemon, workloads):
+    """The control: the same binary with config/unwind fp loses main, so the test above
+    proves the CFI unwinder, not the workload."""
+    write(daemon.mnt / "config" / "unwind", "fp")
+    stacks, status = profile(daemon, workloads, "nofp", 60, samples=500)
+    assert status["unwind"] == "fp"
+    assert share(stacks, lambda f: nofp_path(f) is not None) < 0.5
+
+
+def test_deep_recursion_is_marked_truncated(daemon, workloads):
+    """Nearly all the time is spent 300 calls deep, past the 127 frames kept: those stacks
+    say so at their root, and what they show is right. Samples caught on the way down or
+    up at a shallower depth are whole."""
+    stacks, _ = profile(daemon, workloads, "nofp", 60, 300, samples=500)
+    cut = {f: n for f, n in stacks.items() if user_frames(f)[0] == "[truncated]"}
+    assert sum(cut.values()) > 0.9 * sum(stacks.values())
+    for frames in cut:
+        assert set(user_frames(frames)[1:]) <= {"recurse", "inner", "burn_[i]"}, frames
+        assert "main" not in frames
+    for frames in set(stacks) - set(cut):
+        assert "main" in frames, f"neither whole nor marked truncated: {frames}"
+
+
+def test_cpp_names_are_demangled_with_inlined_frames(daemon, workloads):
+    stacks, _ = profile(daemon, workloads, "templates", 60, samples=500)
+    run = "work::Engine<unsigned long>::run(unsigned long)"
+    mix = "unsigned long work::mix<unsigned long>(unsigned long)_[i]"
+
+    def inlined_in_run(f):
+        return any(a.startswith(run) and b == mix for a, b in zip(f, f[1:]))
+    # The loop's own instructions (counter, compare) are run's; the xorshifts are mix's.
+    assert share(stacks, inlined_in_run) > 0.6
+    assert share(stacks, lambda f: f[-1] == mix or f[-1].startswith(run)) > 0.97
+    assert share(stacks, lambda f: "main" in f) > 0.99
+
+
+def test_raw_names_when_demangling_is_off(daemon, workloads):
+    write(daemon.mnt / "config" / "demangle", "0")
+    assert read(daemon.mnt / "config" / "demangle") == "0\n"
+    stacks, _ = profile(daemon, workloads, "templates", 60, samples=200)
+    assert share(stacks, lambda f: any(x.startswith("_ZN4work6EngineImE3runEm") for x in f)) \
+        > 0.8
+
+
+def test_unwind_setting_is_validated(daemon):
+    config = daemon.mnt / "config"
+    assert read(config / "unwind") == "auto\n"
+    assert write_errno(config / "unwind", "frames") == errno.EINVAL
+    assert "unwind" in daemon.status()["last_error"]
+    write(config / "unwind", "dwarf\n")
+    assert read(config / "unwind") == "dwarf\n"
+    assert write_errno(config / "demangle", "2") == errno.ERANGE
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return next(line.split()[-1] for line in out.splitlines() if "Build ID" in line)
+
+
+def test_stripped_binary_named_from_debug_dirs(daemon, workloads, tmp_path):
+    binary, debug = tmp_path / "nofp-stripped", tmp_path / "debug"
+    bid = build_id(WORKLOADS / "nofp")
+    where = debug / ".build-id" / bid[:2] / f"{bid[2:]}.debug"
+    where.parent.mkdir(parents=True)
+    subprocess.run(["objcopy", "--only-keep-debug", str(WORKLOADS / "nofp"), str(where)],
+                   check=True)
+    subprocess.run(["objcopy", "--strip-all", str(WORKLOADS / "nofp"), str(binary)],
+                   check=True)
+    assert "no symbols" in subprocess.run(["nm", str(binary)], capture_output=True,
+                                          text=True).stderr
+    config = daemon.mnt / "config" / "debug_dirs"
+    assert write_errno(config, "relative/dir") == errno.EINVAL
+    assert write_errno(config, f"{tmp_path}/missing") == errno.EINVAL
+    assert "missing is not a directory" in daemon.status()["last_error"]
+    write(config, f"{tmp_path}:{debug}\n")
+    try:
+        assert read(config) == f"{tmp_path}:{debug}\n"
+        stacks, status = profile(daemon, workloads, str(binary), 60, samples=500)
+    finally:
+        write(config, "\n")
+    assert read(config) == "\n"
+    assert float(status["frames_named"].rstrip("%")) > 99
+    assert share(stacks, lambda f: nofp_path(f) in (INNER, LEAF)) > 0.9
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3.11").exists(), reason="needs python3.11")
+def test_debian_python_named_from_its_debug_package(daemon, workloads):
+    """python3.11 as Debian ships it: no frame pointers, no .symtab; python3.11-dbg's
+    build-id file names its static functions (run_mod is not exported) and its DWARF the
+    functions inlined into them (pymain_run_python into Py_RunMain, LTO). Its main
+    is one `jmp Py_BytesMain` (objdump): no frame of main is ever on the stack, so
+    Py_BytesMain is where "reaching main" shows, as in perf."""
+    daemon.set_frequency(199)
+    loop = "def f(n):\n  return n if n < 2 else f(n - 1) + f(n - 2)\nwhile True: f(20)\n"
+    stacks, status = profile(daemon, workloads, "/usr/bin/python3.11", "-c", loop,
+                             samples=600)
+    assert status["unwind"] == "dwarf"
+    assert share(stacks, lambda f: f[:4] == ("_start", "__libc_start_main@@GLIBC_2.34",
+                                            "__libc_start_call_main", "Py_BytesMain")) > 0.97
+    assert share(stacks, lambda f: any(x.startswith("run_mod") for x in f)) > 0.97
+    assert share(stacks, lambda f: "pymain_run_python_[i]" in f) > 0.97
+    assert share(stacks, lambda f: "_PyEval_EvalFrameDefault" in f) > 0.9
