@@ -328,6 +328,21 @@ const char *elf_file_lookup(const struct elf_file *f, uint64_t file_offset)
 	return NULL;
 }
 
+/* Startup code every executable links in from the toolchain (crt1.o, crti.o, crtbegin.o),
+ * built however the distribution built it: it says nothing about the program. */
+static bool is_crt(const char *name)
+{
+	static const char *const crt[] = {
+		"_start", "_init", "_fini", "deregister_tm_clones", "register_tm_clones",
+		"__do_global_dtors_aux", "frame_dummy", "__libc_csu_init", "__libc_csu_fini",
+	};
+
+	for (size_t i = 0; i < sizeof(crt) / sizeof(crt[0]); i++)
+		if (!strcmp(name, crt[i]))
+			return true;
+	return false;
+}
+
 int elf_file_frame_pointers(const struct elf_file *f)
 {
 	static const uint8_t endbr64[] = { 0xf3, 0x0f, 0x1e, 0xfa };
@@ -344,7 +359,7 @@ int elf_file_frame_pointers(const struct elf_file *f)
 	for (size_t i = 0; i < f->nsyms && seen < 256; i++) {
 		const struct elf_sym *s = &f->syms[i];
 
-		if (!s->sized || s->end - s->addr < 16)
+		if (!s->sized || s->end - s->addr < 8 || is_crt(s->name))
 			continue;
 		for (size_t j = 0; j < f->nloads; j++) {
 			const struct elf_load *l = &f->loads[j];
@@ -364,7 +379,7 @@ int elf_file_frame_pointers(const struct elf_file *f)
 			break;
 		}
 	}
-	if (seen < 4)
+	if (seen < 2)
 		return -ENOENT;
 	return with * 2 >= seen;
 }

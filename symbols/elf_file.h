@@ -67,8 +67,9 @@ struct elf_scope {
 int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out, int max);
 
 /* Whether the file's functions set up frame pointers, judged from the first bytes of up to
- * 256 of its sized function symbols (push %rbp; mov %rsp,%rbp, after an optional endbr64):
- * 1 if at least half do, 0 if fewer, -ENOENT if too few symbols to tell. x86-64 code. */
+ * 256 of its sized function symbols (push %rbp; mov %rsp,%rbp, after an optional endbr64),
+ * toolchain startup code left out: 1 if at least half do, 0 if fewer, -ENOENT if fewer than
+ * two functions to judge. x86-64 code. */
 int elf_file_frame_pointers(const struct elf_file *f);
 
 /* The ELF virtual address of a file offset, through the PT_LOAD segment that contains it.

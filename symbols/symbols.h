@@ -41,8 +41,11 @@ int proc_syms_refresh(struct proc_syms *ps);
 
 void proc_syms_free(struct proc_syms *ps);
 
-/* Whether the process's executable (its lowest file mapping) was built with frame pointers:
- * 1 yes, 0 no, -ENOENT if that can't be told (no symbols). See elf_file_frame_pointers. */
+/* Whether the process's code was built with frame pointers, as judged from its executable
+ * (its lowest file mapping), or when that has too few functions to tell (stripped, or all in
+ * a library), from the next mapped file that can, files outside /usr/lib, /lib (the
+ * distribution's libraries) first: 1 yes, 0 no, -ENOENT if none can tell. See
+ * elf_file_frame_pointers. */
 int proc_syms_frame_pointers(struct proc_syms *ps);
 
 /* Name of a user address. is_return: the address is a return address, so the call site
