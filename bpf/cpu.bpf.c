@@ -97,7 +97,8 @@ struct {
 	__type(value, struct cpu_dwarf_sample);
 } dwarf_scratch SEC(".maps");
 
-/* 1 s of 2 CPUs at 99 Hz needs ~3.3 MiB; the daemon reads it continuously. */
+/* Dwarf samples and spilled stacks. 1 s of 2 CPUs at 99 Hz needs ~3.3 MiB of dwarf
+ * samples; the daemon reads it continuously. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);
@@ -134,6 +135,23 @@ static __always_inline __u64 hash_ips(const struct cpu_stack *st, long bytes)
 	return h ? h : 1; /* 0 means "no stack" */
 }
 
+/* The stacks map's allocator had nothing at hand this instant: the stack goes through the
+ * ring buffer, which is preallocated. 0, or -ENOMEM if that is full too. */
+static __always_inline long spill(__u64 hash, const struct cpu_stack *st)
+{
+	struct cpu_stack_record *r = bpf_ringbuf_reserve(&dwarf_samples, sizeof(*r), 0);
+
+	if (!r)
+		return -ENOMEM;
+	r->kind = CPU_RECORD_STACK;
+	r->pad = 0;
+	r->hash = hash;
+	__builtin_memcpy(&r->stack, st, sizeof(*st));
+	bpf_ringbuf_submit(r, 0);
+	stat_inc(CPU_STAT_STACKS_SPILLED);
+	return 0;
+}
+
 /* Captures one stack into the current generation's stacks map; returns its hash, 0 if there
  * is no stack, or a negative errno. */
 static __always_inline long capture(void *ctx, void *stacks_map, __u64 flags, __u64 *hash)
@@ -154,6 +172,8 @@ static __always_inline long capture(void *ctx, void *stacks_map, __u64 flags, __
 	bytes = bpf_map_update_elem(stacks_map, hash, st, BPF_NOEXIST);
 	if (bytes == 0)
 		__sync_fetch_and_add(&stacks_stored, 1);
+	if (bytes == -ENOMEM)
+		return spill(*hash, st);
 	return bytes == -EEXIST ? 0 : bytes; /* another CPU stored the same stack first */
 }
 
@@ -191,6 +211,7 @@ static __always_inline void send_dwarf(struct cpu_target *target, const struct c
 	s = bpf_map_lookup_elem(&dwarf_scratch, &zero);
 	if (!s || !regs)
 		return;
+	s->hdr.kind = CPU_RECORD_DWARF;
 	s->hdr.pid = key->pid;
 	s->hdr.tid = key->tid;
 	s->hdr.exec_gen = key->exec_gen;

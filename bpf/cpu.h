@@ -31,11 +31,18 @@ struct cpu_key {
 /* A sample of a target unwound in userspace (dwarf mode): the user registers the unwinder
  * starts from and the top of the user stack, copied at the tick. Not aggregated in the
  * kernel: each one goes through a ring buffer. */
+enum cpu_record_kind {
+	CPU_RECORD_DWARF = 1, /* struct cpu_dwarf_hdr + stack bytes */
+	CPU_RECORD_STACK,     /* struct cpu_stack_record */
+};
+
 struct cpu_dwarf_hdr {
+	__u32 kind;      /* CPU_RECORD_DWARF */
 	__u32 pid;
 	__u32 tid;
 	__u32 exec_gen;
 	__u32 stack_len; /* bytes of stack[] that follow, copied from sp up */
+	__u32 pad;
 	__u64 kstack;    /* hash of the kernel stack in the stacks map, 0 = none */
 	__u64 ip, sp, bp;
 	char comm[CPU_COMM_LEN];
@@ -53,6 +60,16 @@ struct cpu_stack {
 	__u64 ips[CPU_MAX_DEPTH];
 };
 
+/* A stack the stacks map could not take because the kernel's allocator for it was empty for
+ * a moment (-ENOMEM: non-preallocated maps draw from a per-CPU cache refilled
+ * asynchronously). It goes to the daemon through the ring buffer instead of being lost. */
+struct cpu_stack_record {
+	__u32 kind;      /* CPU_RECORD_STACK */
+	__u32 pad;
+	__u64 hash;
+	struct cpu_stack stack;
+};
+
 /* Per-CPU counters, index by enum cpu_stat. */
 enum cpu_stat {
 	CPU_STAT_SAMPLES,      /* samples of enabled targets */
@@ -60,7 +77,8 @@ enum cpu_stat {
 	CPU_STAT_STACKS_FULL,  /* stack not stored: stacks map full (sample kept, stack lost) */
 	CPU_STAT_USTACK_ERR,   /* bpf_get_stack failed on the user stack */
 	CPU_STAT_KSTACK_ERR,   /* bpf_get_stack failed on the kernel stack */
-	CPU_STAT_STACKS_NOMEM, /* stack not stored: the kernel could not allocate an entry */
+	CPU_STAT_STACKS_NOMEM, /* stack not stored: no entry to allocate, nor ring buffer room */
+	CPU_STAT_STACKS_SPILLED, /* stack sent through the ring buffer: no entry to allocate */
 	CPU_STAT_RINGBUF_FULL, /* dwarf sample dropped: the ring buffer was full */
 	CPU_STAT_NR,
 };

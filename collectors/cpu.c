@@ -199,7 +199,7 @@ static int dwarf_start(struct cpu_collector *c)
 	int err;
 
 	c->dwarf_rb = ring_buffer__new(bpf_map__fd(c->skel->maps.dwarf_samples),
-				       cpu_dwarf_sample, c, NULL);
+				       cpu_ring_record, c, NULL);
 	if (!c->dwarf_rb)
 		return -errno;
 	err = -pthread_create(&c->dwarf_thread, NULL, dwarf_main, c);
@@ -295,6 +295,7 @@ void cpu_collector_free(struct cpu_collector *c)
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);
 	}
+	cpu_spilled_free(c, UINT64_MAX);
 	cpu_bpf__destroy(c->skel);
 	close_maps(c);
 	free(c->perf_fds);
@@ -586,6 +587,7 @@ void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats
 	out->stacks_lost = atomic_load(&c->stacks_lost);
 	out->stack_maps_renewed = atomic_load(&c->stack_maps_renewed);
 	out->stacks_nomem = sums[CPU_STAT_STACKS_NOMEM];
+	out->stacks_spilled = sums[CPU_STAT_STACKS_SPILLED];
 	out->ringbuf_full = sums[CPU_STAT_RINGBUF_FULL];
 	out->dwarf_samples = atomic_load(&c->dwarf_samples);
 	out->running = c->running;

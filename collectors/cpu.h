@@ -37,7 +37,8 @@ struct cpu_collector_stats {
 	uint64_t kstack_errors;
 	uint64_t stacks_lost;  /* samples dropped: their stack was gone when drained */
 	uint64_t stack_maps_renewed; /* times the kernel's stacks map was filling up and replaced */
-	uint64_t stacks_nomem; /* samples dropped: the kernel could not allocate a stack entry */
+	uint64_t stacks_nomem; /* samples dropped: no stack entry to allocate, nor ring room */
+	uint64_t stacks_spilled; /* stacks sent through the ring buffer: no entry to allocate */
 	uint64_t ringbuf_full; /* dwarf-mode samples dropped: the ring buffer was full */
 	uint64_t dwarf_samples; /* dwarf-mode samples unwound in userspace */
 	int running;           /* perf events open */

@@ -58,12 +58,44 @@ static int take_all(int fd, void *keys, void *values, uint32_t cap,
  * the one this drain retired, where the counts being drained may have put it. */
 static const struct cpu_stack *find_raw(struct cpu_collector *c, uint64_t hash)
 {
+	struct cpu_spilled *s;
+
 	if (!bpf_map_lookup_elem(c->stacks_fd, &hash, &c->raw))
 		return &c->raw;
 	if (c->stacks_retired_fd >= 0 &&
 	    !bpf_map_lookup_elem(c->stacks_retired_fd, &hash, &c->raw))
 		return &c->raw;
-	return NULL;
+	HASH_FIND(hh, c->spilled, &hash, sizeof(hash), s);
+	return s ? &s->stack : NULL;
+}
+
+static int add_spilled(struct cpu_collector *c, const struct cpu_stack_record *r)
+{
+	struct cpu_spilled *s;
+
+	HASH_FIND(hh, c->spilled, &r->hash, sizeof(r->hash), s);
+	if (s)
+		return 0;
+	s = malloc(sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->hash = r->hash;
+	s->renewal = atomic_load(&c->stack_maps_renewed);
+	s->stack = r->stack;
+	HASH_ADD(hh, c->spilled, hash, sizeof(s->hash), s);
+	return 0;
+}
+
+void cpu_spilled_free(struct cpu_collector *c, uint64_t before_renewal)
+{
+	struct cpu_spilled *s, *tmp;
+
+	HASH_ITER(hh, c->spilled, s, tmp) {
+		if (s->renewal < before_renewal) {
+			HASH_DEL(c->spilled, s);
+			free(s);
+		}
+	}
 }
 
 /* The newest generation known is the process's current address space: only its mappings
@@ -324,10 +356,8 @@ static struct cpu_named_stack *dwarf_stack(struct cpu_collector *c, struct cpu_t
 	return name_stack(c, t, &key, c->dwarf_pcs, depth, truncated);
 }
 
-int cpu_dwarf_sample(void *ctx, void *data, size_t size)
+static int dwarf_sample(struct cpu_collector *c, const struct cpu_dwarf_hdr *h, size_t size)
 {
-	struct cpu_collector *c = ctx;
-	const struct cpu_dwarf_hdr *h = data;
 	struct cpu_named_stack *user, *kern = NULL;
 	struct cpu_target_state *t;
 	pid_t pid;
@@ -348,6 +378,18 @@ int cpu_dwarf_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+int cpu_ring_record(void *ctx, void *data, size_t size)
+{
+	struct cpu_collector *c = ctx;
+	const __u32 *kind = data;
+
+	if (size >= sizeof(struct cpu_stack_record) && *kind == CPU_RECORD_STACK)
+		add_spilled(c, data);
+	else if (*kind == CPU_RECORD_DWARF)
+		dwarf_sample(c, data, size);
+	return 0;
+}
+
 static int add_counts(struct drain_ctx *ctx, const void *keys, const void *values, uint32_t n)
 {
 	const struct cpu_key *k = keys;
@@ -363,17 +405,24 @@ static int add_counts(struct drain_ctx *ctx, const void *keys, const void *value
 }
 
 /* A full stacks map drops samples: before it fills, the kernel is given a fresh one. "Before
- * it fills" allows for twice as many new stacks as the last second brought. Stacks go first,
- * so a sample taken between the two swaps finds its stack in the new map while its count
- * goes to the old counts map, drained now, which then looks in both. */
+ * it fills" allows for twice as many new stacks as the busiest of the last three drain
+ * intervals brought: one interval alone misleads when drains run late and then back to back
+ * (a slow drain on a loaded machine), leaving a short interval right before a long one.
+ * Stacks go first, so a sample taken between the two swaps finds its stack in the new map
+ * while its count goes to the old counts map, drained now, which then looks in both. */
 static int retire_stacks_if_filling(struct cpu_collector *c)
 {
 	uint64_t stored = c->skel->bss->stacks_stored;
-	uint64_t recent = stored - c->stacks_stored_before;
+	uint64_t *r = c->stacks_recent, busiest;
 	int err;
 
+	r[2] = r[1];
+	r[1] = r[0];
+	r[0] = stored - c->stacks_stored_before;
+	busiest = r[0] > r[1] ? r[0] : r[1];
+	busiest = busiest > r[2] ? busiest : r[2];
 	c->stacks_stored_before = stored;
-	if (stored + 2 * recent < c->stacks_spec.max_entries / 10 * 9 || c->stacks_spare_fd < 0)
+	if (stored + 2 * busiest < c->stacks_spec.max_entries / 10 * 9 || c->stacks_spare_fd < 0)
 		return 0;
 	err = cpu_install_inner(c->skel->maps.stacks, c->stacks_spare_fd);
 	if (err)
@@ -393,19 +442,22 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	int old = c->counts_live, err, stacks_err;
 
 	c->drain_seq++;
-	/* Dwarf samples name kernel stacks in the stacks map: take them before it is retired. */
-	ring_buffer__consume(c->dwarf_rb);
 	stacks_err = retire_stacks_if_filling(c);
 	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
 	if (err)
 		return err;
 	c->counts_live = !old;
+	/* Every program that counted into the old map has finished, and spilled its stack
+	 * first: the ring holds every stack those counts name. Dwarf samples there name kernel
+	 * stacks in the retired map, still readable now. */
+	ring_buffer__consume(c->dwarf_rb);
 	err = take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
 		       c->counts_spec.max_entries, add_counts, &ctx);
 	if (c->stacks_retired_fd >= 0) {
 		/* Emptying a big map costs more than making a new one. */
 		close(c->stacks_retired_fd);
 		c->stacks_retired_fd = -1;
+		cpu_spilled_free(c, atomic_load(&c->stack_maps_renewed));
 		c->stacks_spare_fd = cpu_create_inner(&c->stacks_spec, "cpu_stacks");
 		if (c->stacks_spare_fd < 0 && !stacks_err)
 			stacks_err = c->stacks_spare_fd;

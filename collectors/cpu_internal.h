@@ -63,6 +63,15 @@ struct cpu_inner_spec {
 	uint32_t key_size, value_size, max_entries, flags;
 };
 
+/* A stack spilled through the ring buffer (bpf/cpu.h, struct cpu_stack_record): it stands in
+ * for an entry of the stacks map, and goes when the map it stood in for is retired. */
+struct cpu_spilled {
+	uint64_t hash;
+	uint64_t renewal; /* stack_maps_renewed when it came */
+	struct cpu_stack stack;
+	UT_hash_handle hh;
+};
+
 struct cpu_collector {
 	pthread_mutex_t lock; /* everything below */
 	struct cpu_bpf *skel;
@@ -80,6 +89,8 @@ struct cpu_collector {
 	int stacks_spare_fd;   /* empty, swapped in when stacks_fd is filling up */
 	int stacks_retired_fd; /* during a drain: the map swapped out, still readable */
 	uint64_t stacks_stored_before; /* stacks_stored at the previous drain */
+	uint64_t stacks_recent[3];     /* stacks stored in each of the last drain intervals */
+	struct cpu_spilled *spilled;
 	struct cpu_target_state *targets; /* the enabled ones */
 	uint64_t drain_seq;
 	struct cpu_stack raw;  /* the stack being named */
@@ -96,7 +107,8 @@ struct cpu_collector {
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
-int cpu_dwarf_sample(void *ctx, void *data, size_t size);
+int cpu_ring_record(void *ctx, void *data, size_t size);
+void cpu_spilled_free(struct cpu_collector *c, uint64_t before_renewal);
 void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t);
 int cpu_install_inner(struct bpf_map *outer, int fd);
 int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);

@@ -159,6 +159,7 @@ int aperture_status(struct aperture *a, FILE *out)
 	fprintf(out, "stack_maps_renewed: %llu\n", (unsigned long long)cs.stack_maps_renewed);
 	fprintf(out, "drops_stacks_nomem: %llu\n", (unsigned long long)cs.stacks_nomem);
 	fprintf(out, "drops_ringbuf_full: %llu\n", (unsigned long long)cs.ringbuf_full);
+	fprintf(out, "stacks_spilled: %llu\n", (unsigned long long)cs.stacks_spilled);
 	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	pthread_mutex_lock(&a->error_lock);

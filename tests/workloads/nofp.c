@@ -6,7 +6,9 @@
  * Ground truth: main -> outer -> middle -> inner burns 3 units per round and main -> side ->
  * leaf 1 unit, so every sample's stack is one of those two paths (75 % / 25 %). With DEPTH,
  * main -> recurse -> recurse ... (DEPTH calls deep) -> inner instead, for stacks deeper than
- * a walk keeps. Runs SECONDS (0 or absent: until killed). */
+ * a walk keeps. Runs SECONDS (0 or absent: until killed). With NOFP_REPORT set in the
+ * environment it prints the rounds it did at the end, for the bench's slowdown. */
+#include <stdio.h>
 #include "burn.h"
 
 #define NOINLINE __attribute__((noinline, noclone))
@@ -34,8 +36,9 @@ int main(int argc, char **argv)
 	double seconds = arg_seconds(argc, argv, 1);
 	unsigned long depth = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
 	double deadline = seconds > 0 ? now_s() + seconds : 0;
+	unsigned long rounds = 0;
 
-	while (!deadline || now_s() < deadline) {
+	for (; !deadline || now_s() < deadline; rounds++) {
 		if (depth) {
 			depth_sink += recurse(depth - 1);
 		} else {
@@ -43,5 +46,7 @@ int main(int argc, char **argv)
 			side();
 		}
 	}
+	if (getenv("NOFP_REPORT"))
+		printf("rounds=%lu\n", rounds);
 	return 0;
 }
