@@ -60,6 +60,20 @@ __attribute__((noinline)) int symtest_marker(int x)
 	return x * 3 + 1;
 }
 
+enum { SYMTEST_INLINED_LINE = __LINE__ + 1 };
+static inline __attribute__((always_inline)) int symtest_inlined(int x)
+{
+	for (int i = 0; i < x; i++)
+		__asm__ volatile("" : "+r"(x) :: "memory");
+	return x;
+}
+
+enum { SYMTEST_INLINER_LINE = __LINE__ + 1 };
+__attribute__((noinline)) int symtest_inliner(int x)
+{
+	return symtest_inlined(x) * 7;
+}
+
 static void *libc_symbol(const char *name)
 {
 	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
@@ -92,6 +106,36 @@ static void test_own_and_libc_functions(void **state)
 	assert_ptr_equal(dlsym(libc, name_buf), getpid_addr);
 	dlclose(libc);
 	assert_string_equal(name_buf, "getpid");
+	proc_syms_free(ps);
+}
+
+/* The inlined helper's code lies in symtest_inliner's: some byte of it is both functions,
+ * each with the file and line where it is defined, the module and its build id. */
+static void test_inlined_frames_and_where(void **state)
+{
+	struct sym_frames fr;
+	struct proc_syms *ps;
+	bool seen = false;
+
+	assert_int_equal(proc_syms_new(*state, getpid(), &ps), 0);
+	for (int off = 0; off < 64 && !seen; off++) {
+		assert_int_equal(proc_syms_frames(ps, (uintptr_t)symtest_inliner + off, false, &fr),
+				 0);
+		assert_string_equal(fr.f[0].name, "symtest_inliner");
+		assert_non_null(fr.f[0].file);
+		assert_non_null(strstr(fr.f[0].file, "test_symbols.c"));
+		assert_int_equal(fr.f[0].line, SYMTEST_INLINER_LINE);
+		assert_non_null(fr.module);
+		assert_non_null(strstr(fr.module, "test_symbols"));
+		assert_true(strlen(fr.build_id) >= 16);
+		if (fr.n < 2)
+			continue;
+		assert_int_equal(fr.n, 2);
+		assert_string_equal(fr.f[1].name, "symtest_inlined_[i]");
+		assert_int_equal(fr.f[1].line, SYMTEST_INLINED_LINE);
+		seen = true;
+	}
+	assert_true(seen);
 	proc_syms_free(ps);
 }
 
@@ -486,6 +530,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_own_and_libc_functions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_return_address, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inlined_frames_and_where, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vdso, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stripped_library, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_debuglink_library, setup, teardown),
