@@ -2,13 +2,13 @@
 the root, inlined and demangled C++ frames, a stripped binary named from a debug directory,
 and a stock Debian interpreter named from its debug package."""
 import errno
-import shutil
+import secrets
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import WORKLOADS, read, user_frames, wait_for, write, write_errno
+from helpers import read, user_frames, write, write_errno
 
 HZ = 499
 
@@ -120,23 +120,40 @@ def test_unwind_setting_is_validated(daemon):
     assert write_errno(config / "demangle", "2") == errno.ERANGE
 
 
-def build_id(path):
-    out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True,
-                         check=True).stdout
-    return next(line.split()[-1] for line in out.splitlines() if "Build ID" in line)
+def fresh_nofp(path):
+    """nofp built anew with a build id of its own: the daemon caches parsed files by build
+    id, and a copy of the workload other tests ran would be named from that cache."""
+    bid = secrets.token_hex(20)
+    src = Path(__file__).resolve().parents[1] / "workloads"
+    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-fno-optimize-sibling-calls",
+                    f"-Wl,--build-id=0x{bid}", "-I", str(src), "-o", str(path),
+                    str(src / "nofp.c")], check=True)
+    return bid
+
+
+def stripped(path, debug_file=None):
+    """Strips path, moving its debug info to debug_file if given."""
+    if debug_file:
+        debug_file.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["objcopy", "--only-keep-debug", str(path), str(debug_file)],
+                       check=True)
+    subprocess.run(["objcopy", "--strip-all", str(path)], check=True)
+    assert "no symbols" in subprocess.run(["nm", str(path)], capture_output=True,
+                                          text=True).stderr
 
 
 def test_stripped_binary_named_from_debug_dirs(daemon, workloads, tmp_path):
+    # The control: stripped, its debug file nowhere to be found.
+    alone = tmp_path / "nofp-alone"
+    fresh_nofp(alone)
+    stripped(alone, tmp_path / "elsewhere" / "alone.debug")
+    stacks, status = profile(daemon, workloads, str(alone), 60, samples=200)
+    assert share(stacks, lambda f: "middle" in f) == 0
+    assert share(stacks, lambda f: any(x.startswith("nofp-alone+0x") for x in f)) > 0.9
+
     binary, debug = tmp_path / "nofp-stripped", tmp_path / "debug"
-    bid = build_id(WORKLOADS / "nofp")
-    where = debug / ".build-id" / bid[:2] / f"{bid[2:]}.debug"
-    where.parent.mkdir(parents=True)
-    subprocess.run(["objcopy", "--only-keep-debug", str(WORKLOADS / "nofp"), str(where)],
-                   check=True)
-    subprocess.run(["objcopy", "--strip-all", str(WORKLOADS / "nofp"), str(binary)],
-                   check=True)
-    assert "no symbols" in subprocess.run(["nm", str(binary)], capture_output=True,
-                                          text=True).stderr
+    bid = fresh_nofp(binary)
+    stripped(binary, debug / ".build-id" / bid[:2] / f"{bid[2:]}.debug")
     config = daemon.mnt / "config" / "debug_dirs"
     assert write_errno(config, "relative/dir") == errno.EINVAL
     assert write_errno(config, f"{tmp_path}/missing") == errno.EINVAL
@@ -169,3 +186,31 @@ def test_debian_python_named_from_its_debug_package(daemon, workloads):
     assert share(stacks, lambda f: any(x.startswith("run_mod") for x in f)) > 0.97
     assert share(stacks, lambda f: "pymain_run_python_[i]" in f) > 0.97
     assert share(stacks, lambda f: "_PyEval_EvalFrameDefault" in f) > 0.9
+
+
+def test_minidebuginfo_names_a_stripped_binary(daemon, workloads, tmp_path):
+    """.gnu_debugdata, as Fedora builds it: the function symbols that .dynsym lacks, in an
+    xz-compressed ELF inside the stripped binary, and nothing on disk besides."""
+    binary, mini = tmp_path / "nofp-mini", tmp_path / "mini"
+    fresh_nofp(binary)
+
+    def symbols(*args):
+        out = subprocess.run(["nm", *args, "--format=posix", "--defined-only", str(binary)],
+                             capture_output=True, text=True, check=True).stdout
+        return {line.split()[0] for line in out.splitlines()
+                if not args or line.split()[1] in "Tt"}
+    keep = tmp_path / "keep"
+    keep.write_text("\n".join(sorted(symbols() - symbols("-D"))) + "\n")
+    run = lambda *cmd: subprocess.run([str(c) for c in cmd], check=True)  # noqa: E731
+    run("objcopy", "--only-keep-debug", binary, tmp_path / "debug")
+    run("objcopy", "-S", "--remove-section", ".gdb_index", "--remove-section", ".comment",
+        f"--keep-symbols={keep}", tmp_path / "debug", mini)
+    run("strip", "--strip-all", "-R", ".comment", binary)
+    run("xz", mini)
+    run("objcopy", f"--add-section=.gnu_debugdata={mini}.xz", binary)
+    assert "no symbols" in subprocess.run(["nm", str(binary)], capture_output=True,
+                                          text=True).stderr
+    stacks, status = profile(daemon, workloads, str(binary), 60, samples=300)
+    assert float(status["frames_named"].rstrip("%")) > 99
+    # No DWARF in MiniDebugInfo: no inlined frames, the functions themselves are named.
+    assert share(stacks, lambda f: nofp_path(f) in (INNER[:-1], LEAF[:-1])) > 0.9
