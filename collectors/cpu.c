@@ -405,8 +405,7 @@ struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state 
 		return NULL;
 	/* A new executable may keep frame pointers where the old one did not. */
 	t->frame_pointers = proc_syms_frame_pointers(victim->syms);
-	if (c->skel)
-		cpu_target_apply_unwind(c, t);
+	cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
 	victim->refreshed_ms = cpu_mono_ms();
 	victim->used_drain = c->drain_seq;

@@ -184,8 +184,8 @@ static uint64_t hash_pcs(const uint64_t *pcs, uint32_t n)
 	return h ? h : 1;
 }
 
-/* Frame ids of a stack, root first, from the target's cache or named now from pcs (leaf
- * first, depth of them). NULL if memory ran out. */
+/* Names a stack of pcs (leaf first, depth of them) into frame ids, root first, and keeps it
+ * in the target's cache under key. NULL if memory ran out. */
 static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_target_state *t,
 					  const struct cpu_named_key *key, const uint64_t *pcs,
 					  uint32_t depth, bool truncated)
@@ -272,8 +272,8 @@ static struct cpu_named_stack *named_stack(struct cpu_collector *c, struct cpu_t
 		return NULL;
 	while (depth < CPU_MAX_DEPTH && raw->ips[depth])
 		depth++;
-	/* A full buffer means the walk may have stopped early. */
-	/* The map's __u64 is the same 64 bits; filled by a call, so no access is reordered. */
+	/* A full buffer means the walk may have stopped early. The map's __u64 is the same
+	 * 64 bits; filled by a call, so no access is reordered. */
 	return name_stack(c, t, &key, (const uint64_t *)raw->ips, depth, depth == CPU_MAX_DEPTH);
 }
 
