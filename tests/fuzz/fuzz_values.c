@@ -6,6 +6,8 @@
 #include "daemon/proc_identity.h"
 #include "daemon/value.h"
 
+static const char *const words[] = { "fp", "dwarf", "auto", NULL };
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
 	struct proc_identity id;
@@ -16,6 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 	value_parse_uint((const char *)data, len, 1, 10000, &v);
 	value_parse_enable((const char *)data, len, &on, &d);
+	if (!value_parse_word((const char *)data, len, words, &v) && v > 2)
+		abort();
 	value_quote((const char *)data, len, quoted, sizeof(quoted));
 	if (strlen(quoted) >= sizeof(quoted))
 		abort();

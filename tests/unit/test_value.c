@@ -75,6 +75,28 @@ static void test_enable(void **state)
 	assert_int_equal(enable_of("99999999999999999999999s", &on, &d), -ERANGE);
 }
 
+static void test_word(void **state)
+{
+	static const char *const words[] = { "fp", "dwarf", "auto", NULL };
+	uint64_t v = 99;
+
+	assert_int_equal(value_parse_word("dwarf", 5, words, &v), 0);
+	assert_int_equal(v, 1);
+	assert_int_equal(value_parse_word("auto\n", 5, words, &v), 0);
+	assert_int_equal(v, 2);
+	assert_int_equal(value_parse_word("fp", 2, words, &v), 0);
+	assert_int_equal(v, 0);
+	/* Whole words only, one of them, exactly. */
+	assert_int_equal(value_parse_word("f", 1, words, &v), -EINVAL);
+	assert_int_equal(value_parse_word("fpx", 3, words, &v), -EINVAL);
+	assert_int_equal(value_parse_word("FP", 2, words, &v), -EINVAL);
+	assert_int_equal(value_parse_word("fp\n\n", 4, words, &v), -EINVAL);
+	assert_int_equal(value_parse_word(" fp", 3, words, &v), -EINVAL);
+	assert_int_equal(value_parse_word("", 0, words, &v), -EINVAL);
+	assert_int_equal(value_parse_word("fp\0", 3, words, &v), -EINVAL);
+	assert_int_equal(v, 0);
+}
+
 static void test_quote(void **state)
 {
 	char out[16];
@@ -94,6 +116,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_uint),
 		cmocka_unit_test(test_enable),
+		cmocka_unit_test(test_word),
 		cmocka_unit_test(test_quote),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
