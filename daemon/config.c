@@ -4,12 +4,15 @@
 #include "collectors/cpu.h"
 #include "daemon/aperture.h"
 #include "daemon/value.h"
+#include "store/profile.h"
 
 const struct config_desc config_descs[CONFIG_NR] = {
 	/* The kernel's own ceiling (kernel.perf_event_max_sample_rate) may be lower: the
 	 * collector's attempt to apply the rate is the final check. */
 	[CONFIG_FREQUENCY_HZ] = { "frequency_hz", 1, 10000, 99, "Hz" },
 	[CONFIG_RETAIN_EXITED_S] = { "retain_exited_s", 0, 7 * 86400, 300, "seconds" },
+	/* A window can't reach further back than the store keeps per-second counts. */
+	[CONFIG_WINDOW_S] = { "window_s", 0, PROFILE_HISTORY_S, 0, "seconds" },
 };
 
 void config_init(struct aperture *a)

@@ -9,6 +9,7 @@
 enum config_key {
 	CONFIG_FREQUENCY_HZ,
 	CONFIG_RETAIN_EXITED_S,
+	CONFIG_WINDOW_S,
 	CONFIG_NR,
 };
 

@@ -62,6 +62,28 @@ static int write_reset(struct aperture *a, const struct node_ref *ref, const cha
 	return targets_write_reset(a->targets, ref->pid, buf, len);
 }
 
+static int render_window(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return targets_read_window(a->targets, ref->pid, out);
+}
+
+static int write_window(struct aperture *a, const struct node_ref *ref, const char *buf,
+			size_t len)
+{
+	return targets_write_window(a->targets, ref->pid, buf, len);
+}
+
+static int render_baseline(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return targets_read_baseline(a->targets, ref->pid, out);
+}
+
+static int write_baseline(struct aperture *a, const struct node_ref *ref, const char *buf,
+			  size_t len)
+{
+	return targets_write_baseline(a->targets, ref->pid, buf, len);
+}
+
 /* A view node's arg: which profile of the target, which rendering of it. */
 enum view_kind { VIEW_FOLDED, VIEW_TOP };
 #define VIEW_ARG(profile, view) ((profile) << 8 | (view))
@@ -94,7 +116,8 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
-enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS };
+enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
+       N_WINDOW };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -109,6 +132,8 @@ const struct node fs_nodes[] = {
 		       .render = render_config, .write = write_config,
 		       .arg = CONFIG_RETAIN_EXITED_S },
 	[N_TARGETS] = DIR_NODE("targets", 0555, N_ROOT),
+	[N_WINDOW] = { .name = "window_s", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		       .render = render_config, .write = write_config, .arg = CONFIG_WINDOW_S },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -132,6 +157,8 @@ const struct node fs_target_nodes[] = {
 	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
 	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
 	PROFILE_VIEWS("cpu", T_DIR, TARGET_PROFILE_CPU),
+	FILE_NODE("window", 0600, T_DIR, render_window, write_window),
+	FILE_NODE("baseline", 0600, T_DIR, render_baseline, write_baseline),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 
