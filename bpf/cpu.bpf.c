@@ -13,6 +13,7 @@
  * emptied race-free. Stacks stay from drain to drain (a stack's hash names its content) and
  * are swapped for a fresh map the same way when the map is filling up. */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "cpu.h"
@@ -203,5 +204,25 @@ int cpu_exec(void *ctx)
 
 	if (target)
 		__sync_fetch_and_add(&target->exec_gen, 1);
+	return 0;
+}
+
+/* A process forked by a followed one is sampled too, from its first instruction: the
+ * targets filter is by tgid, and a new thread shares its process's entry already. */
+SEC("raw_tracepoint/sched_process_fork")
+int cpu_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, child_tgid;
+	struct cpu_target *parent = bpf_map_lookup_elem(&targets, &tgid);
+	struct cpu_target value = {};
+
+	if (!parent || !parent->fork_root)
+		return 0;
+	child_tgid = BPF_CORE_READ(child, tgid);
+	if (child_tgid == tgid)
+		return 0;
+	value.fork_root = parent->fork_root;
+	bpf_map_update_elem(&targets, &child_tgid, &value, BPF_NOEXIST);
 	return 0;
 }

@@ -217,6 +217,12 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 		snprintf(errbuf, errlen, "attaching to sched_process_exec: %s", strerror(-err));
 		goto fail;
 	}
+	c->fork_link = bpf_program__attach(c->skel->progs.cpu_fork);
+	if (!c->fork_link) {
+		err = -errno;
+		snprintf(errbuf, errlen, "attaching to sched_process_fork: %s", strerror(-err));
+		goto fail;
+	}
 	c->perf_fds = calloc(c->ncpus, sizeof(*c->perf_fds));
 	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
 	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
@@ -244,6 +250,7 @@ void cpu_collector_free(struct cpu_collector *c)
 	if (c->perf_fds)
 		events_close(c->ncpus, c->perf_fds, c->perf_links);
 	bpf_link__destroy(c->exec_link);
+	bpf_link__destroy(c->fork_link);
 	HASH_ITER(hh, c->targets, t, tmp) {
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);
@@ -424,6 +431,7 @@ uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now)
 		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &pid);
 		/* Drain now, so the profile is final when disable, expiry or exit is shown. */
 		cpu_drain_locked(c, now);
+		cpu_follow_forget(c, pid);
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);
 		events_stop_idle_locked(c);
@@ -441,6 +449,7 @@ int cpu_collector_drain(struct cpu_collector *c, int64_t now)
 	HASH_ITER(hh, c->targets, t, tmp)
 		read_drops(c, t);
 	err = cpu_drain_locked(c, now);
+	cpu_follow_prune(c);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }

@@ -44,6 +44,10 @@ int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profil
  * this enable. */
 uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now);
 
+/* Also samples every process pid (added already) forks from now on, and those they fork,
+ * into pid's profile, until pid is removed. -ENOENT if pid was not added. */
+int cpu_collector_follow_forks(struct cpu_collector *c, pid_t pid);
+
 /* Moves the kernel's aggregates into the profiles, counted at second now. */
 int cpu_collector_drain(struct cpu_collector *c, int64_t now);
 

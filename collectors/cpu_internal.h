@@ -41,6 +41,8 @@ struct cpu_target_state {
 	struct cpu_gen_syms gens[CPU_GENS];
 	struct cpu_named_stack *named;
 	uint64_t drops;           /* kernel-side drops, as last read */
+	pid_t fork_root;          /* a followed child: the target it descends from, else 0 */
+	bool follows_forks;       /* a target whose children are followed */
 	UT_hash_handle hh;
 };
 
@@ -74,6 +76,8 @@ struct cpu_collector {
 	void *batch_keys, *batch_values; /* drain buffers, counts_spec.max_entries long */
 	_Atomic uint64_t stacks_lost;
 	_Atomic uint64_t stack_maps_renewed;
+	struct bpf_link *fork_link;
+	unsigned following;    /* targets whose forks are followed */
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
@@ -82,5 +86,11 @@ int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);
 void cpu_target_state_free(struct cpu_target_state *t);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);
+/* The state of pid if it is a followed child not seen before (cpu_follow.c), else NULL. */
+struct cpu_target_state *cpu_follow_adopt(struct cpu_collector *c, pid_t pid);
+/* Forgets followed children that exited. */
+void cpu_follow_prune(struct cpu_collector *c);
+/* Forgets every child followed from root. */
+void cpu_follow_forget(struct cpu_collector *c, pid_t root);
 
 #endif

@@ -1,0 +1,119 @@
+/* Following forks (for `aperture record`): the BPF side gives every process a followed one
+ * forks its own targets entry naming the followed root (bpf/cpu.bpf.c, cpu_fork). Here a
+ * child gets its userspace state when its first samples are drained, sharing the root's
+ * profile, and its entry goes once the child is gone, so a fork-heavy command does not fill
+ * the targets map. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <bpf/bpf.h>
+#include "collectors/cpu_internal.h"
+#include "cpu.skel.h"
+
+int cpu_collector_follow_forks(struct cpu_collector *c, pid_t pid)
+{
+	int fd = bpf_map__fd(c->skel->maps.targets), err = -ENOENT;
+	struct cpu_target value;
+	struct cpu_target_state *t;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t && !t->follows_forks && !bpf_map_lookup_elem(fd, &pid, &value)) {
+		value.fork_root = pid;
+		err = bpf_map_update_elem(fd, &pid, &value, BPF_EXIST) ? -errno : 0;
+		t->follows_forks = !err;
+		c->following += !err;
+	} else if (t && t->follows_forks) {
+		err = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+struct cpu_target_state *cpu_follow_adopt(struct cpu_collector *c, pid_t pid)
+{
+	struct cpu_target_state *root, *t;
+	struct cpu_target value;
+
+	if (!c->following ||
+	    bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.targets), &pid, &value) ||
+	    !value.fork_root || value.fork_root == (__u32)pid)
+		return NULL;
+	HASH_FIND_INT(c->targets, &value.fork_root, root);
+	if (!root)
+		return NULL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->pid = pid;
+	t->fork_root = root->pid;
+	t->profile = profile_ref(root->profile);
+	HASH_ADD_INT(c->targets, pid, t);
+	return t;
+}
+
+/* Drops the followed children for which gone() says so, from the kernel's map and ours. */
+static void drop_children(struct cpu_collector *c, bool (*gone)(pid_t pid, __u32 root, pid_t arg),
+			  pid_t arg)
+{
+	int fd = bpf_map__fd(c->skel->maps.targets);
+	struct cpu_target_state *t;
+	struct cpu_target value;
+	__u32 key, next, *prev = NULL;
+	pid_t *doomed = NULL;
+	size_t n = 0, cap = 0;
+
+	/* Deleting while walking would restart the walk: collect first. */
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &value) || !value.fork_root ||
+		    value.fork_root == key || !gone(key, value.fork_root, arg))
+			continue;
+		if (n == cap) {
+			pid_t *bigger = reallocarray(doomed, cap ? 2 * cap : 64, sizeof(*doomed));
+
+			if (!bigger)
+				break;
+			doomed = bigger;
+			cap = cap ? 2 * cap : 64;
+		}
+		doomed[n++] = key;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bpf_map_delete_elem(fd, &doomed[i]);
+		HASH_FIND_INT(c->targets, &doomed[i], t);
+		if (t) {
+			HASH_DEL(c->targets, t);
+			cpu_target_state_free(t);
+		}
+	}
+	free(doomed);
+}
+
+static bool exited(pid_t pid, __u32 root, pid_t arg)
+{
+	return kill(pid, 0) && errno == ESRCH;
+}
+
+static bool of_root(pid_t pid, __u32 root, pid_t arg)
+{
+	return root == (__u32)arg;
+}
+
+void cpu_follow_prune(struct cpu_collector *c)
+{
+	if (c->following)
+		drop_children(c, exited, 0);
+}
+
+void cpu_follow_forget(struct cpu_collector *c, pid_t root)
+{
+	struct cpu_target_state *t;
+
+	HASH_FIND_INT(c->targets, &root, t);
+	if (!t || !t->follows_forks)
+		return;
+	drop_children(c, of_root, root);
+	c->following--;
+}
