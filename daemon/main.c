@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include "daemon/aperture.h"
+#include "daemon/render_cmd.h"
 #include "fs/fs.h"
 
 #define DEFAULT_MOUNTPOINT "/aperture"
@@ -14,6 +15,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: aperture mount [--foreground] [--allow-other] [MOUNTPOINT]\n"
+		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
 		"       aperture --help | --version\n"
 		"\n"
 		"Mounts the profiling tree at MOUNTPOINT (default " DEFAULT_MOUNTPOINT ").\n"
@@ -99,6 +101,8 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "mount"))
 		return cmd_mount(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "render"))
+		return cmd_render(argc - 1, argv + 1);
 	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
 		return fs_version(stdout) ? 1 : 0;
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {

@@ -30,6 +30,7 @@ struct target_info {
 	uid_t ruid, euid, suid;
 	gid_t rgid;
 	enum target_state state;
+	char comm[16];          /* the process's name, for titles */
 };
 
 int targets_new(struct aperture *a, struct targets **out);

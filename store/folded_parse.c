@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/folded_parse.h"
+
+struct parse {
+	struct profile *p;
+	uint32_t *frames;
+	size_t cap;
+	char *name; /* a frame, NUL-terminated */
+	size_t name_cap;
+};
+
+static int parse_count(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (!len)
+		return -EINVAL;
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - (s[i] - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int intern(struct parse *ps, const char *s, size_t len, uint32_t *id)
+{
+	if (len + 1 > ps->name_cap) {
+		char *name = realloc(ps->name, len + 1);
+
+		if (!name)
+			return -ENOMEM;
+		ps->name = name;
+		ps->name_cap = len + 1;
+	}
+	memcpy(ps->name, s, len);
+	ps->name[len] = '\0';
+	return profile_frame_id(ps->p, ps->name, id);
+}
+
+static int parse_line(struct parse *ps, const char *line, size_t len, int64_t sec)
+{
+	const char *stack_end, *frame, *semi;
+	size_t depth = 0, stack_len;
+	uint64_t count;
+	int err;
+
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+		len--;
+	if (!len)
+		return 0;
+	stack_end = line + len;
+	while (stack_end > line && stack_end[-1] != ' ' && stack_end[-1] != '\t')
+		stack_end--;
+	err = parse_count(stack_end, line + len - stack_end, &count);
+	if (err)
+		return err;
+	stack_len = stack_end - line;
+	while (stack_len && (line[stack_len - 1] == ' ' || line[stack_len - 1] == '\t'))
+		stack_len--;
+	if (!stack_len || !count)
+		return -EINVAL;
+	for (frame = line; frame <= line + stack_len; frame = semi + 1) {
+		semi = memchr(frame, ';', line + stack_len - frame);
+		if (!semi)
+			semi = line + stack_len;
+		if (semi == frame || memchr(frame, '\0', semi - frame))
+			return -EINVAL;
+		if (depth == ps->cap) {
+			size_t cap = ps->cap ? ps->cap * 2 : 64;
+			uint32_t *frames = reallocarray(ps->frames, cap, sizeof(*frames));
+
+			if (!frames)
+				return -ENOMEM;
+			ps->frames = frames;
+			ps->cap = cap;
+		}
+		err = intern(ps, frame, semi - frame, &ps->frames[depth++]);
+		if (err)
+			return err;
+	}
+	return profile_add(ps->p, sec, ps->frames, depth, count);
+}
+
+int folded_parse(struct profile *p, const char *text, size_t len, int64_t sec,
+		 size_t *bad_line)
+{
+	struct parse ps = { .p = p };
+	const char *line = text, *nl, *end = text + len;
+	size_t lineno = 0;
+	int err = 0;
+
+	while (line < end) {
+		nl = memchr(line, '\n', end - line);
+		if (!nl)
+			nl = end;
+		lineno++;
+		err = parse_line(&ps, line, nl - line, sec);
+		if (err) {
+			if (bad_line)
+				*bad_line = lineno;
+			break;
+		}
+		line = nl + 1;
+	}
+	free(ps.frames);
+	free(ps.name);
+	return err;
+}
