@@ -112,6 +112,7 @@ static void view_meta_fill(struct aperture *a, pid_t pid, enum target_profile wh
 				 .period_unit = vp->period_unit };
 	if (which == TARGET_PROFILE_CPU)
 		m->period = 1000000000 / config_get(a, CONFIG_FREQUENCY_HZ);
+	targets_window_s(a->targets, pid, &m->window_s);
 }
 
 static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out)
@@ -146,6 +147,36 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 		err = -EINVAL;
 	}
 	profile_snapshot_free(snap);
+	return err;
+}
+
+/* diff.folded and diff.svg: the profile now against its baseline, over the same window;
+ * empty while there is no baseline. */
+enum diff_kind { DIFF_FOLDED, DIFF_SVG };
+
+static int render_diff(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	enum target_profile which = VIEW_ARG_PROFILE(ref->node->arg);
+	struct profile_snapshot *base, *now = NULL;
+	struct view_meta m;
+	char title[64];
+	int err;
+
+	err = targets_baseline(a->targets, ref->pid, which, &base);
+	if (err || !base)
+		return err;
+	err = targets_snapshot(a->targets, ref->pid, which, &now);
+	if (err)
+		goto out;
+	if (VIEW_ARG_VIEW(ref->node->arg) == DIFF_FOLDED) {
+		err = view_diff_folded(base, now, out);
+	} else {
+		view_meta_fill(a, ref->pid, which, title, sizeof(title), &m);
+		err = view_diff_svg(base, now, &m, out);
+	}
+out:
+	profile_snapshot_free(now);
+	profile_snapshot_free(base);
 	return err;
 }
 
@@ -186,6 +217,10 @@ const int fs_node_targets = N_TARGETS;
 	VIEW_NODE(prefix ".pprof", parent_, profile, VIEW_PPROF), \
 	VIEW_NODE(prefix ".svg", parent_, profile, VIEW_SVG)
 
+#define DIFF_NODE(n, parent_, profile, kind) \
+	{ .name = n, .mode = S_IFREG | 0400, .parent = parent_, .render = render_diff, \
+	  .slow = true, .arg = VIEW_ARG(profile, kind) }
+
 enum { T_DIR };
 
 /* Owner-only modes: the owner shown is the target's uid (see fs/access.c), which is exactly
@@ -201,6 +236,8 @@ const struct node fs_target_nodes[] = {
 	VIEW_NODE("flame.svg", T_DIR, TARGET_PROFILE_CPU, VIEW_SVG),
 	FILE_NODE("window", 0600, T_DIR, render_window, write_window),
 	FILE_NODE("baseline", 0600, T_DIR, render_baseline, write_baseline),
+	DIFF_NODE("diff.folded", T_DIR, TARGET_PROFILE_CPU, DIFF_FOLDED),
+	DIFF_NODE("diff.svg", T_DIR, TARGET_PROFILE_CPU, DIFF_SVG),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 

@@ -2,6 +2,7 @@
 until it gets SIGUSR1, then in b. A window that starts after the switch must hold only b;
 window 0 holds both; a baseline kept before the switch holds only a."""
 import errno
+import re
 import signal
 import time
 import xml.etree.ElementTree as ET
@@ -92,3 +93,65 @@ def test_bad_window_values(daemon, workloads):
     assert read(config) == "0\n"
     write(config, "600")
     assert read(config) == "600\n"
+
+
+def parse_diff(text):
+    """diff.folded into {stack: (base, now)}, checking every line parses."""
+    assert text.endswith("\n")
+    out = {}
+    for line in text.splitlines():
+        stack, base, now = line.rsplit(" ", 2)
+        assert base.isdigit() and now.isdigit(), line
+        out[tuple(stack.split(";"))] = (int(base), int(now))
+    return out
+
+
+def test_diff_against_a_baseline(daemon, workloads):
+    proc = workloads.start("switch_ab")
+    target = daemon.target(proc.pid)
+    write(target / "enable", "1")
+    assert read(target / "baseline") == "0\n"
+    assert read(target / "diff.folded") == "" and read(target / "diff.svg") == ""
+    assert daemon.status(proc.pid)["baseline"] == "none"
+
+    wait_for(lambda: folded_now(daemon, proc.pid)["a"] >= HZ // 2, 15, "samples of a")
+    write(target / "baseline", "1")
+    assert read(target / "baseline") == "1\n"
+    kept = int(daemon.status(proc.pid)["baseline_samples"])
+    assert kept >= HZ // 2
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(WINDOW + 2.5)
+
+    # Now over a window that starts after the switch: a went from all to nothing, b from
+    # nothing to all; the baseline stays what it was.
+    write(target / "window", str(WINDOW))
+    diff = parse_diff(read(target / "diff.folded"))
+    assert sum(base for base, _ in diff.values()) == kept
+    for stack, (base, now) in diff.items():
+        frames = user_frames(stack)
+        if "a" in frames:
+            assert now == 0, (stack, base, now)
+        if "b" in frames:
+            assert base == 0, (stack, base, now)
+    grew = sum(now for stack, (_, now) in diff.items() if "b" in user_frames(stack))
+    assert grew >= HZ * WINDOW * 0.3, diff
+    svg = read(target / "diff.svg")
+    ET.fromstring(svg)
+    # The picture is of now (a is gone from it); b is there, new since the baseline.
+    assert "Differential flame graph" in svg
+    assert re.search(r">b \(\d+ samples, [\d.]+%, base 0, \+", svg), "b grew from 0"
+
+    # Window 0, frozen: the now column is cpu.folded, stack for stack.
+    write(target / "window", "0")
+    write(target / "enable", "0")
+    daemon.final_samples(proc.pid)
+    now_stacks = {s: now for s, (_, now) in parse_diff(read(target / "diff.folded")).items()
+                  if now}
+    assert now_stacks == daemon.folded(proc.pid)
+
+    assert write_errno(target / "baseline", "2") == errno.EINVAL
+    assert '"2"' in daemon.status(proc.pid)["last_error"]
+    assert read(target / "baseline") == "1\n"
+    write(target / "baseline", "0")
+    assert read(target / "baseline") == "0\n"
+    assert read(target / "diff.folded") == "" and read(target / "diff.svg") == ""
