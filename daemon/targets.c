@@ -379,17 +379,13 @@ int targets_write_window(struct targets *ts, pid_t pid, const char *buf, size_t 
 	struct target *t;
 	uint64_t v = 0;
 	char shown[64];
-	bool global;
-	int err;
+	int global, err;
 
 	pthread_mutex_lock(&ts->lock);
 	err = get_record_locked(ts, pid, &t);
 	if (err)
 		goto out;
-	global = len >= 6 && !memcmp(buf, "global", 6) &&
-		 (len == 6 || (len == 7 && buf[6] == '\n'));
-	if (!global)
-		err = value_parse_uint(buf, len, 0, PROFILE_HISTORY_S, &v);
+	err = value_parse_window(buf, len, PROFILE_HISTORY_S, &global, &v);
 	if (err) {
 		value_quote(buf, len, shown, sizeof(shown));
 		if (err == -ERANGE)

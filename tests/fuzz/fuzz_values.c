@@ -16,6 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 	value_parse_uint((const char *)data, len, 1, 10000, &v);
 	value_parse_enable((const char *)data, len, &on, &d);
+	value_parse_window((const char *)data, len, 600, &on, &v);
 	value_quote((const char *)data, len, quoted, sizeof(quoted));
 	if (strlen(quoted) >= sizeof(quoted))
 		abort();
