@@ -2,6 +2,7 @@
 until it gets SIGUSR1, then in b. A window that starts after the switch must hold only b;
 window 0 holds both; a baseline kept before the switch holds only a."""
 import errno
+import json
 import re
 import signal
 import time
@@ -30,6 +31,14 @@ def functions(stacks):
             if name in user_frames(frames):
                 out[name] += n
     return out
+
+
+def names_in(node):
+    """Every frame name in a cpu.json tree (or its top-level object)."""
+    names = {node["name"]} if "name" in node else set()
+    for child in node.get("children", []):
+        names |= names_in(child)
+    return names | (names_in(node["tree"]) if "tree" in node else set())
 
 
 def folded_now(daemon, pid):
@@ -62,6 +71,10 @@ def test_short_window_shows_only_what_runs_now(daemon, switched):
     assert recent["b"] >= HZ * WINDOW * 0.3, f"b runs all through the window: {recent}"
     top = read(target / "cpu.top")
     assert " a\n" not in top and " b\n" in top, top
+    # The views that say what they cover say the window.
+    tree = json.loads(read(target / "cpu.json"))
+    assert tree["window"]["seconds"] == WINDOW
+    assert "b" in names_in(tree) and "a" not in names_in(tree)
     assert daemon.status(switched)["window_s"] == f"{WINDOW} (own)"
 
     # The target's own 0 overrides a global window; "global" follows config again.
