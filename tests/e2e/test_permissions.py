@@ -88,7 +88,8 @@ def test_tree_wide_files(daemon):
 
 
 MODES = {"enable": "-rw-------", "status": "-r--------", "reset": "-rw-------",
-         "cpu.folded": "-r--------", "cpu.top": "-r--------"}
+         "cpu.folded": "-r--------", "cpu.top": "-r--------", "cpu.json": "-r--------",
+         "cpu.pprof": "-r--------", "cpu.svg": "-r--------", "flame.svg": "-r--------"}
 
 
 def ls_ln(path):
