@@ -448,8 +448,7 @@ int cpu_collector_drain(struct cpu_collector *c, int64_t now)
 	pthread_mutex_lock(&c->lock);
 	HASH_ITER(hh, c->targets, t, tmp)
 		read_drops(c, t);
-	err = cpu_drain_locked(c, now);
-	cpu_follow_prune(c);
+	err = cpu_follow_drain_locked(c, now);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }

@@ -52,43 +52,52 @@ struct cpu_target_state *cpu_follow_adopt(struct cpu_collector *c, pid_t pid)
 	return t;
 }
 
-/* Drops the followed children for which gone() says so, from the kernel's map and ours. */
-static void drop_children(struct cpu_collector *c, bool (*gone)(pid_t pid, __u32 root, pid_t arg),
-			  pid_t arg)
+struct pid_list {
+	pid_t *v;
+	size_t n, cap;
+};
+
+/* The followed children for which pick() says so. */
+static void pick_children(struct cpu_collector *c, bool (*pick)(pid_t pid, __u32 root, pid_t arg),
+			  pid_t arg, struct pid_list *out)
 {
 	int fd = bpf_map__fd(c->skel->maps.targets);
-	struct cpu_target_state *t;
 	struct cpu_target value;
 	__u32 key, next, *prev = NULL;
-	pid_t *doomed = NULL;
-	size_t n = 0, cap = 0;
 
-	/* Deleting while walking would restart the walk: collect first. */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &value) || !value.fork_root ||
-		    value.fork_root == key || !gone(key, value.fork_root, arg))
+		    value.fork_root == key || !pick(key, value.fork_root, arg))
 			continue;
-		if (n == cap) {
-			pid_t *bigger = reallocarray(doomed, cap ? 2 * cap : 64, sizeof(*doomed));
+		if (out->n == out->cap) {
+			size_t cap = out->cap ? 2 * out->cap : 64;
+			pid_t *bigger = reallocarray(out->v, cap, sizeof(*out->v));
 
 			if (!bigger)
-				break;
-			doomed = bigger;
-			cap = cap ? 2 * cap : 64;
+				return;
+			out->v = bigger;
+			out->cap = cap;
 		}
-		doomed[n++] = key;
+		out->v[out->n++] = key;
 	}
-	for (size_t i = 0; i < n; i++) {
-		bpf_map_delete_elem(fd, &doomed[i]);
-		HASH_FIND_INT(c->targets, &doomed[i], t);
+}
+
+/* Forgets the children listed, in the kernel's map and ours. */
+static void drop_children(struct cpu_collector *c, struct pid_list *l)
+{
+	struct cpu_target_state *t;
+
+	for (size_t i = 0; i < l->n; i++) {
+		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &l->v[i]);
+		HASH_FIND_INT(c->targets, &l->v[i], t);
 		if (t) {
 			HASH_DEL(c->targets, t);
 			cpu_target_state_free(t);
 		}
 	}
-	free(doomed);
+	free(l->v);
 }
 
 static bool exited(pid_t pid, __u32 root, pid_t arg)
@@ -101,19 +110,29 @@ static bool of_root(pid_t pid, __u32 root, pid_t arg)
 	return root == (__u32)arg;
 }
 
-void cpu_follow_prune(struct cpu_collector *c)
+int cpu_follow_drain_locked(struct cpu_collector *c, int64_t now)
 {
+	struct pid_list gone = {0};
+	int err;
+
+	/* Children found gone before the drain have all their samples in it: forgetting them
+	 * after it loses none. */
 	if (c->following)
-		drop_children(c, exited, 0);
+		pick_children(c, exited, 0, &gone);
+	err = cpu_drain_locked(c, now);
+	drop_children(c, &gone);
+	return err;
 }
 
 void cpu_follow_forget(struct cpu_collector *c, pid_t root)
 {
+	struct pid_list children = {0};
 	struct cpu_target_state *t;
 
 	HASH_FIND_INT(c->targets, &root, t);
 	if (!t || !t->follows_forks)
 		return;
-	drop_children(c, of_root, root);
+	pick_children(c, of_root, root, &children);
+	drop_children(c, &children);
 	c->following--;
 }

@@ -88,8 +88,8 @@ struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state 
 			       uint32_t gen, struct cpu_gen_syms **slot);
 /* The state of pid if it is a followed child not seen before (cpu_follow.c), else NULL. */
 struct cpu_target_state *cpu_follow_adopt(struct cpu_collector *c, pid_t pid);
-/* Forgets followed children that exited. */
-void cpu_follow_prune(struct cpu_collector *c);
+/* cpu_drain_locked, and forgets the followed children that exited. */
+int cpu_follow_drain_locked(struct cpu_collector *c, int64_t now);
 /* Forgets every child followed from root. */
 void cpu_follow_forget(struct cpu_collector *c, pid_t root);
 
