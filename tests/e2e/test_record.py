@@ -41,7 +41,7 @@ def test_records_cpu_split_from_its_first_instruction(tmp_path):
     stacks = folded(out)
     total = sum(stacks.values())
     # 3 s of one busy thread; the machine is shared, so only a loose floor.
-    assert 0.3 * 3 * HZ <= total <= 1.1 * 3 * HZ, f"{total} samples"
+    assert 0.1 * 3 * HZ <= total <= 1.1 * 3 * HZ, f"{total} samples"
     in_b = samples_in(stacks, lambda f: "b" in user_frames(f))
     in_c = samples_in(stacks, lambda f: "c" in user_frames(f))
     assert in_b + in_c >= 0.95 * total, stacks
@@ -84,11 +84,15 @@ def test_follows_forked_children(tmp_path):
     r = record("-F", HZ, "-o", out, "--", WORKLOADS / "forks", 2, 7)
     assert r.returncode == 7, r.stderr
     stacks = folded(out)
-    child = samples_in(stacks, lambda f: f[0] == "forks-child" and "child_work" in f)
-    parent = samples_in(stacks, lambda f: f[0] == "forks" and "parent_work" in f)
-    # The child burns for 2 s, the parent for 1 s: the child has about twice as much.
-    assert child >= 0.3 * 2 * HZ and parent >= 0.3 * HZ, stacks
-    assert 1.3 <= child / parent <= 3.5, f"child {child}, parent {parent}"
+    # Each process's samples match the CPU time it says it used (the command's stdout is
+    # its own: record writes only to stderr).
+    cpu = dict(line.split() for line in r.stdout.splitlines())
+    for comm, fn, key in (("forks-child", "child_work", "child_cpu_s"),
+                          ("forks", "parent_work", "parent_cpu_s")):
+        n = samples_in(stacks, lambda f: f[0] == comm and fn in f)
+        expected = float(cpu[key])
+        assert abs(n - expected * HZ) <= 0.15 * expected * HZ + 10, (comm, n, expected, stacks)
+        assert expected > 0.1, f"{comm} had too little CPU to tell: {expected} s"
     assert samples_in(stacks, lambda f: f[0] == "forks-child" and "parent_work" in f) == 0
 
 
@@ -101,7 +105,7 @@ def test_follows_exec_in_a_forked_child(tmp_path):
     stacks = folded(out)
     other = samples_in(stacks, lambda f: f[0] == "cpu_other" and
                        user_frames(f)[-2:] == ("other_outer", "other_inner"))
-    assert other >= 0.3 * HZ and other >= 0.95 * sum(stacks.values()), stacks
+    assert other >= 0.1 * HZ and other >= 0.95 * sum(stacks.values()), stacks
 
 
 def test_exit_status_and_signals_pass_through(tmp_path):

