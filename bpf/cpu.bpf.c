@@ -82,6 +82,13 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/* Followed processes that just forked a child (its tgid) or exec'd (their own): userspace
+ * reads their mappings at once, as a short-lived one may be gone by the next drain. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16384);
+} follow_events SEC(".maps");
+
 /* Stacks stored in the current stacks map: userspace starts a fresh map before it fills. */
 __u64 stacks_stored = 0;
 
@@ -202,8 +209,11 @@ int cpu_exec(void *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct cpu_target *target = bpf_map_lookup_elem(&targets, &tgid);
 
-	if (target)
+	if (target) {
 		__sync_fetch_and_add(&target->exec_gen, 1);
+		if (target->fork_root)
+			bpf_ringbuf_output(&follow_events, &tgid, sizeof(tgid), 0);
+	}
 	return 0;
 }
 
@@ -223,6 +233,7 @@ int cpu_fork(struct bpf_raw_tracepoint_args *ctx)
 	if (child_tgid == tgid)
 		return 0;
 	value.fork_root = parent->fork_root;
-	bpf_map_update_elem(&targets, &child_tgid, &value, BPF_NOEXIST);
+	if (!bpf_map_update_elem(&targets, &child_tgid, &value, BPF_NOEXIST))
+		bpf_ringbuf_output(&follow_events, &child_tgid, sizeof(child_tgid), 0);
 	return 0;
 }

@@ -251,6 +251,7 @@ void cpu_collector_free(struct cpu_collector *c)
 		events_close(c->ncpus, c->perf_fds, c->perf_links);
 	bpf_link__destroy(c->exec_link);
 	bpf_link__destroy(c->fork_link);
+	ring_buffer__free(c->follow_events);
 	HASH_ITER(hh, c->targets, t, tmp) {
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);

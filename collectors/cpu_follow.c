@@ -1,14 +1,52 @@
 /* Following forks (for `aperture record`): the BPF side gives every process a followed one
  * forks its own targets entry naming the followed root (bpf/cpu.bpf.c, cpu_fork). Here a
- * child gets its userspace state when its first samples are drained, sharing the root's
- * profile, and its entry goes once the child is gone, so a fork-heavy command does not fill
- * the targets map. */
+ * child gets its userspace state, sharing the root's profile, when the kernel says it was
+ * forked or exec'd (its mappings are read then, while it surely exists), or at the latest
+ * when its first samples are drained; its entry goes once the child is gone, so a
+ * fork-heavy command does not fill the targets map. */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <bpf/bpf.h>
 #include "collectors/cpu_internal.h"
 #include "cpu.skel.h"
+
+/* A followed process forked or exec'd: read the mappings of its current address space. */
+static int on_follow_event(void *ctx, void *data, size_t size)
+{
+	struct cpu_collector *c = ctx;
+	struct cpu_target_state *t;
+	struct cpu_gen_syms *slot;
+	struct cpu_target value;
+	pid_t pid;
+
+	if (size < sizeof(__u32))
+		return 0;
+	pid = *(const __u32 *)data;
+	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.targets), &pid, &value))
+		return 0;
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (!t)
+		t = cpu_follow_adopt(c, pid);
+	if (t)
+		cpu_gen_syms(c, t, value.exec_gen, &slot);
+	return 0;
+}
+
+int cpu_collector_follow_fd(struct cpu_collector *c)
+{
+	return c->follow_events ? ring_buffer__epoll_fd(c->follow_events) : -ENOENT;
+}
+
+int cpu_collector_follow_events(struct cpu_collector *c)
+{
+	int n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->follow_events ? ring_buffer__consume(c->follow_events) : 0;
+	pthread_mutex_unlock(&c->lock);
+	return n < 0 ? n : 0;
+}
 
 int cpu_collector_follow_forks(struct cpu_collector *c, pid_t pid)
 {
@@ -17,6 +55,14 @@ int cpu_collector_follow_forks(struct cpu_collector *c, pid_t pid)
 	struct cpu_target_state *t;
 
 	pthread_mutex_lock(&c->lock);
+	if (!c->follow_events) {
+		c->follow_events = ring_buffer__new(bpf_map__fd(c->skel->maps.follow_events),
+						    on_follow_event, c, NULL);
+		if (!c->follow_events) {
+			err = -errno;
+			goto out;
+		}
+	}
 	HASH_FIND_INT(c->targets, &pid, t);
 	if (t && !t->follows_forks && !bpf_map_lookup_elem(fd, &pid, &value)) {
 		value.fork_root = pid;
@@ -26,6 +72,7 @@ int cpu_collector_follow_forks(struct cpu_collector *c, pid_t pid)
 	} else if (t && t->follows_forks) {
 		err = 0;
 	}
+out:
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }

@@ -78,6 +78,7 @@ struct cpu_collector {
 	_Atomic uint64_t stack_maps_renewed;
 	struct bpf_link *fork_link;
 	unsigned following;    /* targets whose forks are followed */
+	struct ring_buffer *follow_events; /* made when following starts */
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);

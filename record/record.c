@@ -3,10 +3,11 @@
  *
  * The command is forked and held on a pipe before exec, so it is a target of the cpu
  * collector from its first instruction; the collector follows its forks (and every thread
- * shares its process's entry). The collector is drained every RECORD_DRAIN_MS while the
- * command runs: a short-lived child's mappings are read while it still exists, which is
- * what names its frames. When the command's process exits, the last samples are drained and
- * the profile is written with the same renderers the tree uses. */
+ * shares its process's entry). The mappings of a process are read when the kernel reports
+ * that it forked or exec'd, and again at a drain soon after an exec, once its libraries are
+ * mapped: a short-lived child is gone by the time a once-a-second drain would look, and
+ * its frames could not be named. When the command's process exits, the last samples are
+ * drained and the profile is written with the same renderers the tree uses. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -30,6 +31,9 @@
 #define RECORD_DEFAULT_HZ 999
 #define RECORD_MAX_HZ 10000
 #define RECORD_DRAIN_MS 250
+/* After an exec, the program's libraries are mapped within milliseconds: a drain this soon
+ * names its first samples, re-reading its mappings while it surely still runs. */
+#define RECORD_EXEC_DRAIN_MS 20
 #define RECORD_TOP_ROWS 20
 /* As env(1), nice(1) and timeout(1): the wrapper's own failure, a command that could not be
  * run, one that was not found. Anything else is the command's own status. */
@@ -243,12 +247,23 @@ static int64_t now_s(void)
 	return time(NULL);
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Drains every RECORD_DRAIN_MS until CMD's process has exited (not reaped: its pid stays
- * ours), passing SIGTERM and SIGHUP on to it. */
+ * ours), reading the mappings of each process that forks or execs as it happens, and
+ * passing SIGTERM and SIGHUP on to CMD. */
 static int watch(struct record *r)
 {
-	struct pollfd fds[2] = { { .events = POLLIN }, { .events = POLLIN } };
+	struct pollfd fds[3] = { { .events = POLLIN }, { .events = POLLIN },
+				 { .fd = cpu_collector_follow_fd(r->cpu), .events = POLLIN } };
 	struct signalfd_siginfo si;
+	int64_t next = now_ms() + RECORD_DRAIN_MS;
 	int err = 0;
 
 	fds[0].fd = syscall(SYS_pidfd_open, r->pid, 0);
@@ -260,7 +275,8 @@ static int watch(struct record *r)
 		goto out;
 	}
 	for (;;) {
-		int n = poll(fds, 2, RECORD_DRAIN_MS);
+		int64_t wait = next - now_ms();
+		int n = poll(fds, 3, wait > 0 ? wait : 0);
 
 		if (n < 0 && errno != EINTR) {
 			err = -errno;
@@ -268,10 +284,17 @@ static int watch(struct record *r)
 		}
 		if (fds[1].revents & POLLIN && read(fds[1].fd, &si, sizeof(si)) == sizeof(si))
 			kill(r->pid, si.ssi_signo);
+		if (fds[2].revents & POLLIN) {
+			cpu_collector_follow_events(r->cpu);
+			if (next > now_ms() + RECORD_EXEC_DRAIN_MS)
+				next = now_ms() + RECORD_EXEC_DRAIN_MS;
+		}
 		if (fds[0].revents & POLLIN)
 			break;
-		if (n == 0)
+		if (now_ms() >= next) {
 			cpu_collector_drain(r->cpu, now_s());
+			next = now_ms() + RECORD_DRAIN_MS;
+		}
 	}
 	close(fds[1].fd);
 out:
