@@ -7,6 +7,7 @@
 
 struct parse {
 	struct profile *p;
+	uint64_t total;
 	uint32_t *frames;
 	size_t cap;
 	char *name; /* a frame, NUL-terminated */
@@ -63,11 +64,13 @@ static int parse_line(struct parse *ps, const char *line, size_t len, int64_t se
 	err = parse_count(stack_end, line + len - stack_end, &count);
 	if (err)
 		return err;
-	stack_len = stack_end - line;
-	while (stack_len && (line[stack_len - 1] == ' ' || line[stack_len - 1] == '\t'))
-		stack_len--;
+	/* One blank separates the count, as flamegraph.pl reads it: a name may end in spaces
+	 * (the store turns control characters into them). */
+	stack_len = stack_end > line ? stack_end - line - 1 : 0;
 	if (!stack_len || !count)
 		return -EINVAL;
+	if (count > UINT64_MAX - ps->total)
+		return -ERANGE; /* the views divide by the total: it must not wrap */
 	for (frame = line; frame <= line + stack_len; frame = semi + 1) {
 		semi = memchr(frame, ';', line + stack_len - frame);
 		if (!semi)
@@ -87,17 +90,23 @@ static int parse_line(struct parse *ps, const char *line, size_t len, int64_t se
 		if (err)
 			return err;
 	}
-	return profile_add(ps->p, sec, ps->frames, depth, count);
+	err = profile_add(ps->p, sec, ps->frames, depth, count);
+	if (!err)
+		ps->total += count;
+	return err;
 }
 
 int folded_parse(struct profile *p, const char *text, size_t len, int64_t sec,
 		 size_t *bad_line)
 {
+	struct profile_stats stats;
 	struct parse ps = { .p = p };
 	const char *line = text, *nl, *end = text + len;
 	size_t lineno = 0;
 	int err = 0;
 
+	profile_get_stats(p, &stats);
+	ps.total = stats.total;
 	while (line < end) {
 		nl = memchr(line, '\n', end - line);
 		if (!nl)
