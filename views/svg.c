@@ -135,9 +135,9 @@ static double share(uint64_t part, uint64_t total)
 	return total ? 100.0 * part / total : 0;
 }
 
-static double frame_y(const struct layout *l, uint32_t depth)
+static uint64_t frame_y(const struct layout *l, uint32_t depth)
 {
-	return FLAME_TOP + (double)(l->top_depth - depth) * FLAME_FRAME_H;
+	return FLAME_TOP + (uint64_t)(l->top_depth - depth) * FLAME_FRAME_H;
 }
 
 /* One frame; name NULL for a merged run. */
@@ -167,17 +167,31 @@ static void draw(struct layout *l, const char *name, uint32_t depth, uint64_t st
 		writer_xml(w, name, SIZE_MAX);
 	else
 		writer_printf(w, "[%" PRIu32 " narrow frames]", merged);
-	writer_printf(w, " (%" PRIu64 " %s, %.2f%%", value, l->f->unit, share(value, l->total));
+	writer_str(w, " (");
+	writer_u64(w, value);
+	writer_put(w, " ", 1);
+	writer_str(w, l->f->unit);
+	writer_str(w, ", ");
+	writer_fixed(w, share(value, l->total), 2);
+	writer_str(w, "%");
 	if (l->f->diff)
 		writer_printf(w, ", base %" PRIu64 ", %+.2f%%", value_base,
 			      change(l, value_base, value));
-	writer_printf(w, ")</title><rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" "
-		      "fill=\"#%02x%02x%02x\"/>", x, frame_y(l, depth), width, FLAME_FRAME_H - 1,
-		      rgb[0], rgb[1], rgb[2]);
+	writer_str(w, ")</title><rect x=\"");
+	writer_fixed(w, x, 1);
+	writer_str(w, "\" y=\"");
+	writer_u64(w, frame_y(l, depth));
+	writer_str(w, "\" width=\"");
+	writer_fixed(w, width, 1);
+	writer_printf(w, "\" height=\"%d\" fill=\"#%02x%02x%02x\"/>", FLAME_FRAME_H - 1, rgb[0],
+		      rgb[1], rgb[2]);
 	fit = width > 6 ? (size_t)((width - 6) / FLAME_FONT_W) : 0;
 	if (fit >= 3 && name) {
-		writer_printf(w, "<text x=\"%.1f\" y=\"%.0f\">", x + 3,
-			      frame_y(l, depth) + FLAME_FRAME_H - 5);
+		writer_str(w, "<text x=\"");
+		writer_fixed(w, x + 3, 1);
+		writer_str(w, "\" y=\"");
+		writer_u64(w, frame_y(l, depth) + FLAME_FRAME_H - 5);
+		writer_str(w, "\">");
 		writer_xml(w, name, fit);
 		writer_str(w, "</text>");
 	}
@@ -307,7 +321,7 @@ static void put_footer(struct layout *l, int height)
 			      l->left_value, l->f->unit, share(l->left_value, l->total));
 	writer_str(w, " </text>\n");
 	writer_printf(w, "<script type=\"text/ecmascript\"><![CDATA[\n"
-		      "var FLAME = {width: %d, padX: %d, frameH: %d, base: %.0f, fontW: %.2f, "
+		      "var FLAME = {width: %d, padX: %d, frameH: %d, base: %" PRIu64 ", fontW: %.2f, "
 		      "total: %" PRIu64 "};\n", FLAME_WIDTH, FLAME_PAD_X, FLAME_FRAME_H,
 		      frame_y(l, 0), FLAME_FONT_W, l->total);
 	writer_str(w, view_flame_js);
