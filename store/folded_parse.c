@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,11 +11,17 @@ struct parse {
 	uint64_t total;
 	uint32_t *frames;
 	size_t cap;
-	/* Names seen, by a hash of their text, pointing into the input: a frame name repeats
-	 * on many lines, and this finds its id faster than the profile's own table (which
-	 * takes a lock and walks chains of separately allocated entries). Direct-mapped: a
-	 * collision just replaces the entry. */
-	struct seen { const char *s; uint32_t len, id; } *seen;
+	/* Every name seen, by a hash of its text (open addressing, at most half full), with
+	 * its id: a name repeats on many lines, and this finds it faster than the profile's
+	 * own table, which takes a lock and walks chains of separately allocated entries. A
+	 * short name is kept in its entry, so checking it reads no other memory; a longer one
+	 * points into the input. */
+	struct seen {
+		const char *s;
+		uint32_t hash, len, id;
+		char text[20];
+	} *seen;
+	size_t nseen, seen_mask;
 	char *name; /* a frame, NUL-terminated */
 	size_t name_cap;
 };
@@ -64,26 +71,60 @@ static int grow(struct parse *ps)
 	return 0;
 }
 
-#define SEEN_BITS 16
+static bool seen_is(const struct seen *e, uint32_t hash, const char *s, size_t len)
+{
+	return e->hash == hash && e->len == len &&
+	       !memcmp(len <= sizeof(e->text) ? e->text : e->s, s, len);
+}
+
+static int seen_grow(struct parse *ps)
+{
+	size_t size = ps->seen ? 2 * (ps->seen_mask + 1) : 4096, i, j;
+	struct seen *table = calloc(size, sizeof(*table));
+
+	if (!table)
+		return -ENOMEM;
+	for (i = 0; ps->seen && i <= ps->seen_mask; i++) {
+		if (!ps->seen[i].s)
+			continue;
+		for (j = ps->seen[i].hash & (size - 1); table[j].s; j = (j + 1) & (size - 1))
+			;
+		table[j] = ps->seen[i];
+	}
+	free(ps->seen);
+	ps->seen = table;
+	ps->seen_mask = size - 1;
+	return 0;
+}
 
 static int frame_id(struct parse *ps, const char *s, size_t len, uint32_t *id)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
+	uint32_t h = 2166136261u; /* FNV-1a, then murmur3's finalizer to spread it */
 	struct seen *e;
 	size_t i;
 	int err;
 
 	for (i = 0; i < len; i++)
 		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	e = &ps->seen[(h ^ h >> SEEN_BITS) & ((1u << SEEN_BITS) - 1)];
-	if (e->s && e->len == len && !memcmp(e->s, s, len)) {
-		*id = e->id;
-		return 0;
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	for (i = h & ps->seen_mask; ps->seen[i].s; i = (i + 1) & ps->seen_mask) {
+		if (seen_is(&ps->seen[i], h, s, len)) {
+			*id = ps->seen[i].id;
+			return 0;
+		}
 	}
 	err = intern(ps, s, len, id);
-	if (!err && len <= UINT32_MAX)
-		*e = (struct seen){ s, len, *id };
-	return err;
+	if (err || len > UINT32_MAX)
+		return err;
+	e = &ps->seen[i];
+	*e = (struct seen){ .s = s, .hash = h, .len = len, .id = *id };
+	if (len <= sizeof(e->text))
+		memcpy(e->text, s, len);
+	if (++ps->nseen > ps->seen_mask / 2)
+		return seen_grow(ps);
+	return 0;
 }
 
 static int parse_line(struct parse *ps, const char *line, size_t len, int64_t sec)
@@ -140,8 +181,7 @@ int folded_parse(struct profile *p, const char *text, size_t len, int64_t sec,
 	size_t lineno = 0;
 	int err = 0;
 
-	ps.seen = calloc(1u << SEEN_BITS, sizeof(*ps.seen));
-	if (!ps.seen)
+	if (seen_grow(&ps))
 		return -ENOMEM;
 	profile_get_stats(p, &stats);
 	ps.total = stats.total;
