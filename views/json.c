@@ -62,9 +62,15 @@ static int put_header(struct writer *w, const struct profile_snapshot *s,
 		return -ENOMEM;
 	writer_printf(w, ",\"total\":%" PRIu64 ",\"window\":{\"seconds\":%" PRId64
 		      ",\"since\":\"%s\",\"until\":\"%s\"}", s->total, m->window_s, since, until);
-	if (m->period_type)
-		writer_printf(w, ",\"period\":{\"type\":\"%s\",\"unit\":\"%s\",\"value\":%" PRIu64 "}",
-			      m->period_type, m->period_unit, m->period);
+	if (m->period_type) {
+		writer_str(w, ",\"period\":{\"type\":");
+		if (put_string(w, m->period_type))
+			return -ENOMEM;
+		writer_str(w, ",\"unit\":");
+		if (put_string(w, m->period_unit))
+			return -ENOMEM;
+		writer_printf(w, ",\"value\":%" PRIu64 "}", m->period);
+	}
 	writer_str(w, ",\"tree\":");
 	return 0;
 }

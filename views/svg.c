@@ -44,6 +44,7 @@ struct layout {
 	struct run *runs;   /* per depth */
 	uint64_t merged_frames, merged_boxes, left_frames, left_value;
 	double max_change;  /* diff: largest change of share drawn, for colour scale */
+	uint32_t *colours;  /* per tree name, 0xRRGGBB | 1 << 24 once known */
 };
 
 static uint32_t hash_name(const char *s)
@@ -135,16 +136,37 @@ static double share(uint64_t part, uint64_t total)
 	return total ? 100.0 * part / total : 0;
 }
 
-static double frame_y(const struct layout *l, uint32_t depth)
+static uint64_t frame_y(const struct layout *l, uint32_t depth)
 {
-	return FLAME_TOP + (double)(l->top_depth - depth) * FLAME_FRAME_H;
+	return FLAME_TOP + (uint64_t)(l->top_depth - depth) * FLAME_FRAME_H;
 }
 
-/* One frame; name NULL for a merged run. */
-static void draw(struct layout *l, const char *name, uint32_t depth, uint64_t start,
+/* A node's colour, worked out once per name (the root and threads have their own). */
+static void node_colour(struct layout *l, const struct tree_node *n, unsigned rgb[3])
+{
+	const struct tree *t = l->f->t;
+	uint32_t *c;
+
+	if (n->depth < 2) {
+		frame_colour(tree_node_name(t, n), n->depth, rgb);
+		return;
+	}
+	c = &l->colours[n->name];
+	if (!*c) {
+		frame_colour(t->names[n->name].name, n->depth, rgb);
+		*c = 1 << 24 | rgb[0] << 16 | rgb[1] << 8 | rgb[2];
+	}
+	rgb[0] = *c >> 16 & 0xff;
+	rgb[1] = *c >> 8 & 0xff;
+	rgb[2] = *c & 0xff;
+}
+
+/* One frame: n NULL for a merged run (grey, named by how many frames it holds). */
+static void draw(struct layout *l, const struct tree_node *n, uint32_t depth, uint64_t start,
 		 uint64_t value, uint64_t value_base, uint32_t merged)
 {
 	double x = FLAME_PAD_X + start * l->scale, width = value * l->scale, d;
+	const char *name = n ? tree_node_name(l->f->t, n) : NULL;
 	unsigned rgb[3] = { 200, 200, 200 };
 	struct writer *w = l->w;
 	size_t fit;
@@ -157,27 +179,41 @@ static void draw(struct layout *l, const char *name, uint32_t depth, uint64_t st
 			return;
 		}
 		diff_colour(l, d, rgb);
-	} else if (name) {
-		frame_colour(name, depth, rgb);
-	}
-	if (!w)
+	} else if (!w) {
 		return;
+	} else if (n) {
+		node_colour(l, n, rgb);
+	}
 	writer_str(w, "<g><title>");
 	if (name)
 		writer_xml(w, name, SIZE_MAX);
 	else
 		writer_printf(w, "[%" PRIu32 " narrow frames]", merged);
-	writer_printf(w, " (%" PRIu64 " %s, %.2f%%", value, l->f->unit, share(value, l->total));
+	writer_str(w, " (");
+	writer_u64(w, value);
+	writer_put(w, " ", 1);
+	writer_str(w, l->f->unit);
+	writer_str(w, ", ");
+	writer_fixed(w, share(value, l->total), 2);
+	writer_str(w, "%");
 	if (l->f->diff)
 		writer_printf(w, ", base %" PRIu64 ", %+.2f%%", value_base,
 			      change(l, value_base, value));
-	writer_printf(w, ")</title><rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" "
-		      "fill=\"#%02x%02x%02x\"/>", x, frame_y(l, depth), width, FLAME_FRAME_H - 1,
-		      rgb[0], rgb[1], rgb[2]);
+	writer_str(w, ")</title><rect x=\"");
+	writer_fixed(w, x, 1);
+	writer_str(w, "\" y=\"");
+	writer_u64(w, frame_y(l, depth));
+	writer_str(w, "\" width=\"");
+	writer_fixed(w, width, 1);
+	writer_printf(w, "\" height=\"%d\" fill=\"#%02x%02x%02x\"/>", FLAME_FRAME_H - 1, rgb[0],
+		      rgb[1], rgb[2]);
 	fit = width > 6 ? (size_t)((width - 6) / FLAME_FONT_W) : 0;
 	if (fit >= 3 && name) {
-		writer_printf(w, "<text x=\"%.1f\" y=\"%.0f\">", x + 3,
-			      frame_y(l, depth) + FLAME_FRAME_H - 5);
+		writer_str(w, "<text x=\"");
+		writer_fixed(w, x + 3, 1);
+		writer_str(w, "\" y=\"");
+		writer_u64(w, frame_y(l, depth) + FLAME_FRAME_H - 5);
+		writer_str(w, "\">");
 		writer_xml(w, name, fit);
 		writer_str(w, "</text>");
 	}
@@ -245,7 +281,7 @@ static void lay_out(struct layout *l)
 		close_run(l, depth);
 		if (!l->w && depth > l->top_depth)
 			l->top_depth = depth;
-		draw(l, tree_node_name(t, n), depth, start, n->value[slot],
+		draw(l, n, depth, start, n->value[slot],
 		     l->f->diff ? n->value[0] : 0, 0);
 		i++;
 	}
@@ -307,7 +343,7 @@ static void put_footer(struct layout *l, int height)
 			      l->left_value, l->f->unit, share(l->left_value, l->total));
 	writer_str(w, " </text>\n");
 	writer_printf(w, "<script type=\"text/ecmascript\"><![CDATA[\n"
-		      "var FLAME = {width: %d, padX: %d, frameH: %d, base: %.0f, fontW: %.2f, "
+		      "var FLAME = {width: %d, padX: %d, frameH: %d, base: %" PRIu64 ", fontW: %.2f, "
 		      "total: %" PRIu64 "};\n", FLAME_WIDTH, FLAME_PAD_X, FLAME_FRAME_H,
 		      frame_y(l, 0), FLAME_FONT_W, l->total);
 	writer_str(w, view_flame_js);
@@ -328,7 +364,8 @@ static int flame_render(const struct flame *f, FILE *out)
 	l.scale = l.total ? (double)(FLAME_WIDTH - 2 * FLAME_PAD_X) / l.total : 0;
 	l.cursor = calloc(t->max_depth + 2, sizeof(*l.cursor));
 	l.runs = calloc(t->max_depth + 2, sizeof(*l.runs));
-	if (!l.cursor || !l.runs)
+	l.colours = calloc(t->nnames ? t->nnames : 1, sizeof(*l.colours));
+	if (!l.cursor || !l.runs || !l.colours)
 		goto out;
 	if (l.total)
 		lay_out(&l);
@@ -343,6 +380,7 @@ static int flame_render(const struct flame *f, FILE *out)
 	put_footer(&l, height);
 	err = writer_close(l.w);
 out:
+	free(l.colours);
 	free(l.runs);
 	free(l.cursor);
 	return err;

@@ -182,8 +182,3 @@ void tree_free(struct tree *t)
 	free(t->nodes);
 	memset(t, 0, sizeof(*t));
 }
-
-const char *tree_node_name(const struct tree *t, const struct tree_node *n)
-{
-	return n->name == TREE_ROOT_NAME ? "all" : t->names[n->name].name;
-}

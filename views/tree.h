@@ -35,6 +35,9 @@ int tree_build(const struct profile_snapshot *const *snaps, int nsnaps, struct t
 void tree_free(struct tree *t);
 
 /* The name to show for node n: "all" for the root. */
-const char *tree_node_name(const struct tree *t, const struct tree_node *n);
+static inline const char *tree_node_name(const struct tree *t, const struct tree_node *n)
+{
+	return n->name == TREE_ROOT_NAME ? "all" : t->names[n->name].name;
+}
 
 #endif

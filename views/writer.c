@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,25 @@ void writer_u64(struct writer *w, uint64_t v)
 	writer_put(w, p, digits + sizeof(digits) - p);
 }
 
+void writer_fixed(struct writer *w, double v, int decimals)
+{
+	static const int64_t scale[] = { 1, 10, 100, 1000 };
+	int64_t t = llround(fabs(v) * scale[decimals]);
+	char frac[4];
+	int i;
+
+	if (v < 0 && t)
+		writer_put(w, "-", 1);
+	writer_u64(w, t / scale[decimals]);
+	if (!decimals)
+		return;
+	t %= scale[decimals];
+	for (i = decimals; i-- > 0; t /= 10)
+		frac[i] = '0' + t % 10;
+	writer_put(w, ".", 1);
+	writer_put(w, frac, decimals);
+}
+
 void writer_printf(struct writer *w, const char *fmt, ...)
 {
 	char buf[512];
@@ -100,34 +120,53 @@ static size_t utf8_len(const unsigned char *s)
 
 static const char replacement[] = "\xef\xbf\xbd";
 
+static size_t utf8_chars(const unsigned char *p)
+{
+	size_t n, chars = 0;
+
+	for (; *p; p += n ? n : 1, chars++)
+		n = utf8_len(p);
+	return chars;
+}
+
 void writer_xml(struct writer *w, const char *s, size_t max_chars)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n, chars = 0, total = 0;
+	const unsigned char *p = (const unsigned char *)s, *run = p;
+	size_t n, chars;
 
-	if (max_chars != SIZE_MAX) {
-		for (const unsigned char *q = p; *q; q += n ? n : 1, total++)
-			n = utf8_len(q);
-		if (total > max_chars)
-			max_chars = max_chars > 2 ? max_chars - 2 : 0;
-	}
-	for (; *p && chars < max_chars; p += n ? n : 1, chars++) {
-		n = utf8_len(p);
-		if (!n)
-			writer_put(w, replacement, 3);
-		else if (*p == '<')
+	/* bytes >= characters: only a long name can need cutting */
+	if (max_chars != SIZE_MAX && strlen(s) > max_chars && utf8_chars(p) > max_chars)
+		max_chars = max_chars > 2 ? max_chars - 2 : 0;
+	else
+		max_chars = SIZE_MAX;
+	/* Runs of bytes that need nothing done are copied whole. */
+	for (chars = 0; *p && chars < max_chars; chars++) {
+		unsigned char c = *p;
+
+		if (c >= 0x20 && c < 0x7f && c != '<' && c != '>' && c != '&' && c != '"') {
+			p++;
+			continue;
+		}
+		if (c >= 0x80 && (n = utf8_len(p))) {
+			p += n;
+			continue;
+		}
+		writer_put(w, (const char *)run, p - run);
+		if (c == '<')
 			writer_put(w, "&lt;", 4);
-		else if (*p == '>')
+		else if (c == '>')
 			writer_put(w, "&gt;", 4);
-		else if (*p == '&')
+		else if (c == '&')
 			writer_put(w, "&amp;", 5);
-		else if (*p == '"')
+		else if (c == '"')
 			writer_put(w, "&quot;", 6);
-		else if (*p < 0x20 || *p == 0x7f)
-			writer_put(w, " ", 1); /* not allowed in XML 1.0 */
+		else if (c >= 0x80)
+			writer_put(w, replacement, 3); /* not UTF-8 */
 		else
-			writer_put(w, (const char *)p, n);
+			writer_put(w, " ", 1); /* not allowed in XML 1.0 */
+		run = ++p;
 	}
+	writer_put(w, (const char *)run, p - run);
 	if (*p)
 		writer_put(w, "..", 2);
 }

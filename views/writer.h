@@ -20,6 +20,8 @@ int writer_close(struct writer *w);
 void writer_put(struct writer *w, const char *data, size_t len);
 void writer_str(struct writer *w, const char *s);
 void writer_u64(struct writer *w, uint64_t v);
+/* v with 0 to 3 decimals, rounded, as printf's %.Nf writes it but faster. */
+void writer_fixed(struct writer *w, double v, int decimals);
 void writer_printf(struct writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s as XML character data or attribute text, with bytes that are not UTF-8 as U+FFFD; at
  * most max_chars characters, ending in ".." when cut. */

@@ -52,12 +52,14 @@ static void test_lines(void **state)
 	struct profile_snapshot *s;
 	size_t bad;
 
-	/* CRLF, tabs before the count, blank lines, a repeated stack adding up, a name with
+	/* CRLF, a tab before the count, blank lines, a repeated stack adding up, a name with
 	 * spaces, UTF-8, no newline at the end */
-	assert_int_equal(parse("t;main;a 3\r\n\nt;main;a\t2\nt;f(x, y) 1\n  \nt;\xc3\xa9 7", &s, &bad),
-			 0);
-	assert_int_equal(s->total, 13);
-	assert_int_equal(s->nstacks, 3);
+	assert_int_equal(parse("t;main;a 3\r\n\nt;main;a\t2\nt;f(x, y) 1\n  \nt;\xc3\xa9 7\n"
+			       "t;sp  4", &s, &bad), 0);
+	assert_int_equal(s->total, 17);
+	assert_int_equal(s->nstacks, 4);
+	/* one blank separates the count: the rest belongs to the name */
+	assert_true(has_stack(s, "t;sp  4"));
 	assert_true(has_stack(s, "t;main;a 5"));
 	assert_true(has_stack(s, "t;f(x, y) 1"));
 	assert_true(has_stack(s, "t;\xc3\xa9 7"));
@@ -77,6 +79,7 @@ static void test_bad_lines(void **state)
 		{ "a 1.5\n", -EINVAL, 1 },
 		{ " 5\n", -EINVAL, 1 },
 		{ "a 18446744073709551616\n", -ERANGE, 1 },
+		{ "a 18446744073709551615\nb 1\n", -ERANGE, 2 },
 	};
 	struct profile_snapshot *s;
 	size_t bad;
