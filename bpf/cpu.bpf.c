@@ -19,6 +19,7 @@
  * binaries' CFI, as perf --call-graph dwarf does. Their kernel stacks still go to the stacks
  * map. */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
@@ -110,6 +111,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } stats SEC(".maps");
+
+/* Followed processes that just forked a child (its tgid) or exec'd (their own): userspace
+ * reads their mappings at once, as a short-lived one may be gone by the next drain. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16384);
+} follow_events SEC(".maps");
 
 /* Stacks stored in the current stacks map: userspace starts a fresh map before it fills. */
 __u64 stacks_stored = 0;
@@ -312,7 +320,31 @@ int cpu_exec(void *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct cpu_target *target = bpf_map_lookup_elem(&targets, &tgid);
 
-	if (target)
+	if (target) {
 		__sync_fetch_and_add(&target->exec_gen, 1);
+		if (target->fork_root)
+			bpf_ringbuf_output(&follow_events, &tgid, sizeof(tgid), 0);
+	}
+	return 0;
+}
+
+/* A process forked by a followed one is sampled too, from its first instruction: the
+ * targets filter is by tgid, and a new thread shares its process's entry already. */
+SEC("raw_tracepoint/sched_process_fork")
+int cpu_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, child_tgid;
+	struct cpu_target *parent = bpf_map_lookup_elem(&targets, &tgid);
+	struct cpu_target value = {};
+
+	if (!parent || !parent->fork_root)
+		return 0;
+	child_tgid = BPF_CORE_READ(child, tgid);
+	if (child_tgid == tgid)
+		return 0;
+	value.fork_root = parent->fork_root;
+	if (!bpf_map_update_elem(&targets, &child_tgid, &value, BPF_NOEXIST))
+		bpf_ringbuf_output(&follow_events, &child_tgid, sizeof(child_tgid), 0);
 	return 0;
 }

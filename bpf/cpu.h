@@ -13,6 +13,9 @@ struct cpu_target {
 	__u32 exec_gen; /* bumped by each exec, so samples are symbolized with the right maps */
 	__u32 pad;
 	__u64 drops;    /* samples of this target the kernel side could not keep */
+	__u32 fork_root; /* 0, or the enabled tgid whose forks are followed: children it and
+			    its descendants fork get an entry with the same fork_root */
+	__u32 pad2;
 };
 
 /* Key of a counts map: samples are aggregated in the kernel by this. */

@@ -259,6 +259,12 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 			 strerror(-err));
 		goto fail;
 	}
+	c->fork_link = bpf_program__attach(c->skel->progs.cpu_fork);
+	if (!c->fork_link) {
+		err = -errno;
+		snprintf(errbuf, errlen, "attaching to sched_process_fork: %s", strerror(-err));
+		goto fail;
+	}
 	c->perf_fds = calloc(c->ncpus, sizeof(*c->perf_fds));
 	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
 	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
@@ -291,6 +297,8 @@ void cpu_collector_free(struct cpu_collector *c)
 	}
 	ring_buffer__free(c->dwarf_rb);
 	bpf_link__destroy(c->exec_link);
+	bpf_link__destroy(c->fork_link);
+	ring_buffer__free(c->follow_events);
 	HASH_ITER(hh, c->targets, t, tmp) {
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);
@@ -545,6 +553,7 @@ uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now)
 		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.dwarf_targets), &pid);
 		/* Drain now, so the profile is final when disable, expiry or exit is shown. */
 		cpu_drain_locked(c, now);
+		cpu_follow_forget(c, pid);
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);
 		events_stop_idle_locked(c);
@@ -561,7 +570,7 @@ int cpu_collector_drain(struct cpu_collector *c, int64_t now)
 	pthread_mutex_lock(&c->lock);
 	HASH_ITER(hh, c->targets, t, tmp)
 		read_drops(c, t);
-	err = cpu_drain_locked(c, now);
+	err = cpu_follow_drain_locked(c, now);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }

@@ -65,6 +65,16 @@ int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profil
  * this enable. */
 uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now);
 
+/* Also samples every process pid (added already) forks from now on, and those they fork,
+ * into pid's profile, until pid is removed. -ENOENT if pid was not added. */
+int cpu_collector_follow_forks(struct cpu_collector *c, pid_t pid);
+
+/* An fd that polls readable when a followed process forked or exec'd: then call
+ * cpu_collector_follow_events, which reads its new mappings while it surely exists. -ENOENT
+ * before cpu_collector_follow_forks. */
+int cpu_collector_follow_fd(struct cpu_collector *c);
+int cpu_collector_follow_events(struct cpu_collector *c);
+
 /* Moves the kernel's aggregates into the profiles, counted at second now. */
 int cpu_collector_drain(struct cpu_collector *c, int64_t now);
 

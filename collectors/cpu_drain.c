@@ -317,6 +317,8 @@ static int add_count(struct cpu_collector *c, const struct cpu_key *key, uint64_
 
 	HASH_FIND_INT(c->targets, &pid, t);
 	if (!t)
+		t = cpu_follow_adopt(c, pid);
+	if (!t)
 		goto lost;
 	if (key->ustack && !(user = named_stack(c, t, key->ustack, key->exec_gen, false)))
 		goto lost;

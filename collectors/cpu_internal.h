@@ -53,6 +53,8 @@ struct cpu_target_state {
 	int frame_pointers;       /* of its executable: 1, 0, or -ENOENT (can't tell) */
 	bool dwarf;               /* in the kernel's dwarf_targets */
 	uint64_t frames_named, frames_total;
+	pid_t fork_root;          /* a followed child: the target it descends from, else 0 */
+	bool follows_forks;       /* a target whose children are followed */
 	UT_hash_handle hh;
 };
 
@@ -104,6 +106,9 @@ struct cpu_collector {
 	bool dwarf_thread_running;
 	_Atomic bool dwarf_stop;
 	uint64_t dwarf_pcs[CPU_MAX_DEPTH];
+	struct bpf_link *fork_link;
+	unsigned following;    /* targets whose forks are followed */
+	struct ring_buffer *follow_events; /* made when following starts */
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
@@ -120,5 +125,11 @@ void cpu_target_state_free(struct cpu_target_state *t);
 int64_t cpu_mono_ms(void);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);
+/* The state of pid if it is a followed child not seen before (cpu_follow.c), else NULL. */
+struct cpu_target_state *cpu_follow_adopt(struct cpu_collector *c, pid_t pid);
+/* cpu_drain_locked, and forgets the followed children that exited. */
+int cpu_follow_drain_locked(struct cpu_collector *c, int64_t now);
+/* Forgets every child followed from root. */
+void cpu_follow_forget(struct cpu_collector *c, pid_t root);
 
 #endif

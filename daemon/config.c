@@ -7,6 +7,7 @@
 #include "collectors/cpu.h"
 #include "daemon/aperture.h"
 #include "daemon/value.h"
+#include "store/profile.h"
 #include "symbols/symbols.h"
 
 #define CONFIG_STRING_MAX 4096
@@ -24,6 +25,8 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_DEMANGLE] = { "demangle", 0, 1, 1, "(0 raw names, 1 demangled)" },
 	[CONFIG_DEBUG_DIRS] = { "debug_dirs", .unit = "absolute directories separated by ':'",
 				.string = true },
+	/* A window can't reach further back than the store keeps per-second counts. */
+	[CONFIG_WINDOW_S] = { "window_s", 0, PROFILE_HISTORY_S, 0, "seconds" },
 };
 
 void config_init(struct aperture *a)

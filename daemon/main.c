@@ -6,7 +6,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include "daemon/aperture.h"
+#include "daemon/render_cmd.h"
 #include "fs/fs.h"
+#include "record/record.h"
 
 #define DEFAULT_MOUNTPOINT "/aperture"
 
@@ -14,6 +16,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: aperture mount [--foreground] [--allow-other] [MOUNTPOINT]\n"
+		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
+		"       aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
 		"       aperture --help | --version\n"
 		"\n"
 		"Mounts the profiling tree at MOUNTPOINT (default " DEFAULT_MOUNTPOINT ").\n"
@@ -26,7 +30,8 @@ static void usage(FILE *out)
 		"\n"
 		"SIGINT or SIGTERM unmounts and detaches every BPF program; so does\n"
 		"`umount MOUNTPOINT`. Needs root (BPF, perf events, FUSE mounts).\n"
-		"MOUNTPOINT/README describes every file.\n");
+		"MOUNTPOINT/README describes every file.\n"
+		"`aperture record --help` describes record, which needs no mount.\n");
 }
 
 /* Every ELF file the symbolizer caches stays open, and so may hundreds of libraries. */
@@ -99,6 +104,12 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "mount"))
 		return cmd_mount(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "render"))
+		return cmd_render(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "record")) {
+		raise_fd_limit();
+		return record_main(argc - 1, argv + 1);
+	}
 	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
 		return fs_version(stdout) ? 1 : 0;
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {

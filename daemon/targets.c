@@ -17,6 +17,10 @@ struct target {
 	int64_t since, expires, exited_at;
 	struct profile *profiles[TARGET_PROFILE_NR];
 	uint64_t cpu_drops;      /* kernel-side drops of enables that ended */
+	bool own_window;         /* window_s set by the target's window file, not config's */
+	uint64_t window_s;
+	struct profile_snapshot *baselines[TARGET_PROFILE_NR]; /* all NULL: no baseline */
+	int64_t baseline_at;
 	char last_error[256];
 	UT_hash_handle hh;
 };
@@ -50,8 +54,17 @@ int targets_new(struct aperture *a, struct targets **out)
 	return 0;
 }
 
+static void baselines_drop(struct target *t)
+{
+	for (int i = 0; i < TARGET_PROFILE_NR; i++) {
+		profile_snapshot_free(t->baselines[i]);
+		t->baselines[i] = NULL;
+	}
+}
+
 static void target_free(struct target *t)
 {
+	baselines_drop(t);
 	for (int i = 0; i < TARGET_PROFILE_NR; i++)
 		profile_unref(t->profiles[i]);
 	free(t);
@@ -92,6 +105,16 @@ static struct target *resolve_locked(struct targets *ts, pid_t pid, struct proc_
 		t = NULL;
 	}
 	return t;
+}
+
+/* The record of pid, NULL for a live process without one; -ENOENT if neither. */
+static int find_locked(struct targets *ts, pid_t pid, struct target **out)
+{
+	struct proc_identity id;
+	bool live;
+
+	*out = resolve_locked(ts, pid, &id, &live);
+	return *out || live ? 0 : -ENOENT;
 }
 
 /* The record of pid, made if pid is a live process without one. */
@@ -138,6 +161,7 @@ int targets_info(struct targets *ts, pid_t pid, struct target_info *out)
 	out->suid = id.suid;
 	out->rgid = id.rgid;
 	out->state = t ? t->state : TARGET_DISABLED;
+	memcpy(out->comm, id.comm, sizeof(out->comm));
 out:
 	pthread_mutex_unlock(&ts->lock);
 	return err;
@@ -338,6 +362,129 @@ out:
 	return err;
 }
 
+static uint64_t window_locked(struct targets *ts, const struct target *t)
+{
+	return t && t->own_window ? t->window_s : config_get(ts->a, CONFIG_WINDOW_S);
+}
+
+/* The first second a snapshot over window_s covers: the last window_s whole seconds and
+ * the current one, whose samples arrive at its drain (0 = everything kept). */
+static int64_t window_since(uint64_t window_s)
+{
+	return window_s ? aperture_now() - (int64_t)window_s : 0;
+}
+
+int targets_write_window(struct targets *ts, pid_t pid, const char *buf, size_t len)
+{
+	struct target *t;
+	uint64_t v = 0;
+	char shown[64];
+	int global, err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = get_record_locked(ts, pid, &t);
+	if (err)
+		goto out;
+	err = value_parse_window(buf, len, PROFILE_HISTORY_S, &global, &v);
+	if (err) {
+		value_quote(buf, len, shown, sizeof(shown));
+		if (err == -ERANGE)
+			target_error(t, "window: \"%s\": the store keeps %d seconds", shown,
+				     PROFILE_HISTORY_S);
+		else
+			target_error(t, "window: \"%s\" is not \"global\" or a number of seconds",
+				     shown);
+		goto out;
+	}
+	t->own_window = !global;
+	t->window_s = v;
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_write_baseline(struct targets *ts, pid_t pid, const char *buf, size_t len)
+{
+	struct profile_snapshot *copies[TARGET_PROFILE_NR] = {0};
+	struct target *t;
+	char shown[64];
+	int64_t since;
+	uint64_t v;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = get_record_locked(ts, pid, &t);
+	if (err)
+		goto out;
+	err = value_parse_uint(buf, len, 0, 1, &v);
+	if (err) {
+		value_quote(buf, len, shown, sizeof(shown));
+		target_error(t, "baseline: \"%s\": write 1 to keep the profile, 0 to drop it",
+			     shown);
+		err = -EINVAL;
+		goto out;
+	}
+	if (v) {
+		err = profiles_ensure(t);
+		since = window_since(window_locked(ts, t));
+		for (int i = 0; !err && i < TARGET_PROFILE_NR; i++)
+			err = profile_snapshot(t->profiles[i], since, &copies[i]);
+		if (err) {
+			for (int i = 0; i < TARGET_PROFILE_NR; i++)
+				profile_snapshot_free(copies[i]);
+			target_error(t, "baseline: out of memory");
+			goto out;
+		}
+	}
+	baselines_drop(t);
+	memcpy(t->baselines, copies, sizeof(copies));
+	t->baseline_at = v ? aperture_now() : 0;
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_read_window(struct targets *ts, pid_t pid, FILE *out)
+{
+	struct target *t;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = find_locked(ts, pid, &t);
+	if (!err && t && t->own_window)
+		fprintf(out, "%llu\n", (unsigned long long)t->window_s);
+	else if (!err)
+		fprintf(out, "global\n");
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_read_baseline(struct targets *ts, pid_t pid, FILE *out)
+{
+	struct target *t;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = find_locked(ts, pid, &t);
+	if (!err)
+		fprintf(out, "%d\n", t && t->baseline_at);
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_window_s(struct targets *ts, pid_t pid, int64_t *out)
+{
+	struct target *t;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = find_locked(ts, pid, &t);
+	if (!err)
+		*out = window_locked(ts, t);
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
 int targets_read_enable(struct targets *ts, pid_t pid, FILE *out)
 {
 	struct target_info info;
@@ -419,6 +566,15 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 		(unsigned long long)drops);
 	if (t && t->state == TARGET_ENABLED && a->cpu)
 		print_cpu_info(out, a->cpu, pid);
+	fprintf(out, "window_s: %llu (%s)\n", (unsigned long long)window_locked(ts, t),
+		t && t->own_window ? "own" : "global");
+	if (t && t->baseline_at) {
+		print_time(out, "baseline", t->baseline_at);
+		fprintf(out, "baseline_samples: %llu\n",
+			(unsigned long long)t->baselines[TARGET_PROFILE_CPU]->total);
+	} else {
+		fprintf(out, "baseline: none\n");
+	}
 	fprintf(out, "last_error: %s\n", t && t->last_error[0] ? t->last_error : "none");
 out:
 	pthread_mutex_unlock(&ts->lock);
@@ -431,6 +587,7 @@ int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 	struct proc_identity id;
 	struct profile *p = NULL;
 	struct target *t;
+	int64_t since;
 	bool live;
 	int err;
 
@@ -438,6 +595,7 @@ int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 	t = resolve_locked(ts, pid, &id, &live);
 	if (t && t->profiles[which])
 		p = profile_ref(t->profiles[which]);
+	since = window_since(window_locked(ts, t));
 	pthread_mutex_unlock(&ts->lock);
 	if (!t && !live)
 		return -ENOENT;
@@ -445,8 +603,23 @@ int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 		p = profile_new(profile_units[which]);
 	if (!p)
 		return -ENOMEM;
-	err = profile_snapshot(p, 0, out);
+	err = profile_snapshot(p, since, out);
 	profile_unref(p);
+	return err;
+}
+
+int targets_baseline(struct targets *ts, pid_t pid, enum target_profile which,
+		     struct profile_snapshot **out)
+{
+	struct target *t;
+	int err;
+
+	*out = NULL;
+	pthread_mutex_lock(&ts->lock);
+	err = find_locked(ts, pid, &t);
+	if (!err && t && t->baselines[which])
+		err = profile_snapshot_dup(t->baselines[which], out);
+	pthread_mutex_unlock(&ts->lock);
 	return err;
 }
 
@@ -455,7 +628,7 @@ static bool worth_keeping(const struct target *t)
 {
 	struct profile_stats ps = {0};
 
-	if (t->state != TARGET_DISABLED || t->last_error[0])
+	if (t->state != TARGET_DISABLED || t->last_error[0] || t->baseline_at || t->own_window)
 		return true;
 	for (int i = 0; i < TARGET_PROFILE_NR; i++) {
 		if (!t->profiles[i])

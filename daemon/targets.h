@@ -30,6 +30,7 @@ struct target_info {
 	uid_t ruid, euid, suid;
 	gid_t rgid;
 	enum target_state state;
+	char comm[16];          /* the process's name, for titles */
 };
 
 int targets_new(struct aperture *a, struct targets **out);
@@ -46,13 +47,28 @@ int targets_list(struct targets *ts, pid_t **pids, size_t *n);
  * nothing and leaves the reason as the target's last_error. */
 int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t len);
 int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t len);
+/* window: "global" (follow config/window_s, the default) or 0..PROFILE_HISTORY_S seconds. */
+int targets_write_window(struct targets *ts, pid_t pid, const char *buf, size_t len);
+/* baseline: "1" keeps a copy of every profile as its views show it now (window applied),
+ * replacing any earlier one; "0" drops it. */
+int targets_write_baseline(struct targets *ts, pid_t pid, const char *buf, size_t len);
 
 int targets_read_enable(struct targets *ts, pid_t pid, FILE *out);
 int targets_status(struct targets *ts, pid_t pid, FILE *out);
+int targets_read_window(struct targets *ts, pid_t pid, FILE *out);
+int targets_read_baseline(struct targets *ts, pid_t pid, FILE *out);
 
-/* A snapshot of one profile of pid (an empty one if it has none). Caller frees it with
- * profile_snapshot_free. */
+/* The window pid's views cover: its own, or config/window_s. 0 = since enable or reset. */
+int targets_window_s(struct targets *ts, pid_t pid, int64_t *out);
+
+/* A snapshot of one profile of pid (an empty one if it has none), over pid's window. Caller
+ * frees it with profile_snapshot_free. */
 int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
+		     struct profile_snapshot **out);
+
+/* A copy of the baseline of one profile of pid, or *out = NULL when there is none. Caller
+ * frees it with profile_snapshot_free. */
+int targets_baseline(struct targets *ts, pid_t pid, enum target_profile which,
 		     struct profile_snapshot **out);
 
 /* Once a second: temporary enables that ran out, processes that exited, records past their

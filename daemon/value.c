@@ -131,3 +131,22 @@ void value_quote(const char *buf, size_t len, char *out, size_t outlen)
 	}
 	out[j] = '\0';
 }
+
+int value_parse_window(const char *buf, size_t len, uint64_t max, int *global,
+		       uint64_t *seconds)
+{
+	size_t n;
+	int err;
+
+	err = value_body(buf, len, &n);
+	if (err)
+		return err;
+	if (n == 6 && !memcmp(buf, "global", 6)) {
+		*global = 1;
+		return 0;
+	}
+	err = value_parse_uint(buf, len, 0, max, seconds);
+	if (!err)
+		*global = 0;
+	return err;
+}

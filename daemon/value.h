@@ -19,6 +19,11 @@ int value_parse_word(const char *buf, size_t len, const char *const *words, uint
  * duration is 0 or longer than ENABLE_MAX_DURATION_S. */
 int value_parse_enable(const char *buf, size_t len, int *on, uint64_t *duration_s);
 
+/* What a target's `window` accepts: "global" (*global = 1, *seconds untouched) or seconds in
+ * 0..max. -EINVAL if malformed, -ERANGE above max. */
+int value_parse_window(const char *buf, size_t len, uint64_t max, int *global,
+		       uint64_t *seconds);
+
 /* A written value made fit for an error message: the trailing newline dropped, other
  * unprintable bytes, '"' and '\\' as \xNN, cut with "..." to fit outlen (>= 4). */
 void value_quote(const char *buf, size_t len, char *out, size_t outlen);

@@ -62,26 +62,86 @@ static int write_reset(struct aperture *a, const struct node_ref *ref, const cha
 	return targets_write_reset(a->targets, ref->pid, buf, len);
 }
 
+static int render_window(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return targets_read_window(a->targets, ref->pid, out);
+}
+
+static int write_window(struct aperture *a, const struct node_ref *ref, const char *buf,
+			size_t len)
+{
+	return targets_write_window(a->targets, ref->pid, buf, len);
+}
+
+static int render_baseline(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return targets_read_baseline(a->targets, ref->pid, out);
+}
+
+static int write_baseline(struct aperture *a, const struct node_ref *ref, const char *buf,
+			  size_t len)
+{
+	return targets_write_baseline(a->targets, ref->pid, buf, len);
+}
+
 /* A view node's arg: which profile of the target, which rendering of it. */
-enum view_kind { VIEW_FOLDED, VIEW_TOP };
+enum view_kind { VIEW_FOLDED, VIEW_TOP, VIEW_JSON, VIEW_PPROF, VIEW_SVG };
 #define VIEW_ARG(profile, view) ((profile) << 8 | (view))
 #define VIEW_ARG_PROFILE(arg) ((arg) >> 8)
 #define VIEW_ARG_VIEW(arg) ((arg) & 0xff)
 
+/* What the views besides folded and top say about a target's profile. */
+static const struct view_profile {
+	const char *name, *sample_type, *period_type, *period_unit;
+} view_profiles[TARGET_PROFILE_NR] = {
+	[TARGET_PROFILE_CPU] = { "cpu", "samples", "cpu", "nanoseconds" },
+};
+
+static void view_meta_fill(struct aperture *a, pid_t pid, enum target_profile which,
+			   char *title, size_t size, struct view_meta *m)
+{
+	const struct view_profile *vp = &view_profiles[which];
+	struct target_info info;
+
+	if (targets_info(a->targets, pid, &info))
+		snprintf(title, size, "%s: pid %d", vp->name, pid);
+	else
+		snprintf(title, size, "%s: %s (pid %d)", vp->name, info.comm, pid);
+	*m = (struct view_meta){ .title = title, .now = aperture_now(),
+				 .sample_type = vp->sample_type, .period_type = vp->period_type,
+				 .period_unit = vp->period_unit };
+	if (which == TARGET_PROFILE_CPU)
+		m->period = 1000000000 / config_get(a, CONFIG_FREQUENCY_HZ);
+	targets_window_s(a->targets, pid, &m->window_s);
+}
+
 static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
+	enum target_profile which = VIEW_ARG_PROFILE(ref->node->arg);
 	struct profile_snapshot *snap;
+	struct view_meta m;
+	char title[64];
 	int err;
 
-	err = targets_snapshot(a->targets, ref->pid, VIEW_ARG_PROFILE(ref->node->arg), &snap);
+	err = targets_snapshot(a->targets, ref->pid, which, &snap);
 	if (err)
 		return err;
+	view_meta_fill(a, ref->pid, which, title, sizeof(title), &m);
 	switch (VIEW_ARG_VIEW(ref->node->arg)) {
 	case VIEW_FOLDED:
 		err = view_folded(snap, out);
 		break;
 	case VIEW_TOP:
 		err = view_top(snap, out);
+		break;
+	case VIEW_JSON:
+		err = view_json(snap, &m, out);
+		break;
+	case VIEW_PPROF:
+		err = view_pprof(snap, &m, out);
+		break;
+	case VIEW_SVG:
+		err = view_svg(snap, &m, out);
 		break;
 	default:
 		err = -EINVAL;
@@ -90,12 +150,42 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 	return err;
 }
 
+/* diff.folded and diff.svg: the profile now against its baseline, over the same window;
+ * empty while there is no baseline. */
+enum diff_kind { DIFF_FOLDED, DIFF_SVG };
+
+static int render_diff(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	enum target_profile which = VIEW_ARG_PROFILE(ref->node->arg);
+	struct profile_snapshot *base, *now = NULL;
+	struct view_meta m;
+	char title[64];
+	int err;
+
+	err = targets_baseline(a->targets, ref->pid, which, &base);
+	if (err || !base)
+		return err;
+	err = targets_snapshot(a->targets, ref->pid, which, &now);
+	if (err)
+		goto out;
+	if (VIEW_ARG_VIEW(ref->node->arg) == DIFF_FOLDED) {
+		err = view_diff_folded(base, now, out);
+	} else {
+		view_meta_fill(a, ref->pid, which, title, sizeof(title), &m);
+		err = view_diff_svg(base, now, &m, out);
+	}
+out:
+	profile_snapshot_free(now);
+	profile_snapshot_free(base);
+	return err;
+}
+
 #define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
-       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS };
+       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -117,6 +207,8 @@ const struct node fs_nodes[] = {
 	[N_DEBUG_DIRS] = { .name = "debug_dirs", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			   .render = render_config, .write = write_config,
 			   .arg = CONFIG_DEBUG_DIRS },
+	[N_WINDOW] = { .name = "window_s", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		       .render = render_config, .write = write_config, .arg = CONFIG_WINDOW_S },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -127,7 +219,14 @@ const int fs_node_targets = N_TARGETS;
 /* Every rendering of one stack profile, named <prefix>.<format>. */
 #define PROFILE_VIEWS(prefix, parent_, profile) \
 	VIEW_NODE(prefix ".folded", parent_, profile, VIEW_FOLDED), \
-	VIEW_NODE(prefix ".top", parent_, profile, VIEW_TOP)
+	VIEW_NODE(prefix ".top", parent_, profile, VIEW_TOP), \
+	VIEW_NODE(prefix ".json", parent_, profile, VIEW_JSON), \
+	VIEW_NODE(prefix ".pprof", parent_, profile, VIEW_PPROF), \
+	VIEW_NODE(prefix ".svg", parent_, profile, VIEW_SVG)
+
+#define DIFF_NODE(n, parent_, profile, kind) \
+	{ .name = n, .mode = S_IFREG | 0400, .parent = parent_, .render = render_diff, \
+	  .slow = true, .arg = VIEW_ARG(profile, kind) }
 
 enum { T_DIR };
 
@@ -140,6 +239,12 @@ const struct node fs_target_nodes[] = {
 	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
 	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
 	PROFILE_VIEWS("cpu", T_DIR, TARGET_PROFILE_CPU),
+	/* the flame graph people ask for by this name */
+	VIEW_NODE("flame.svg", T_DIR, TARGET_PROFILE_CPU, VIEW_SVG),
+	FILE_NODE("window", 0600, T_DIR, render_window, write_window),
+	FILE_NODE("baseline", 0600, T_DIR, render_baseline, write_baseline),
+	DIFF_NODE("diff.folded", T_DIR, TARGET_PROFILE_CPU, DIFF_FOLDED),
+	DIFF_NODE("diff.svg", T_DIR, TARGET_PROFILE_CPU, DIFF_SVG),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 

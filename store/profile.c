@@ -510,6 +510,37 @@ void profile_snapshot_free(struct profile_snapshot *s)
 	free(s);
 }
 
+int profile_snapshot_dup(const struct profile_snapshot *s, struct profile_snapshot **out)
+{
+	size_t stacks_len = s->nstacks * sizeof(*s->stacks);
+	size_t names_len = s->nnames * sizeof(*s->names);
+	struct profile_snapshot *copy;
+	struct profile_stack *stacks;
+	const char **names;
+	const struct frame_info **infos;
+
+	/* The same layout as profile_snapshot's block; frames and names stay in the profile. */
+	copy = malloc(sizeof(*copy) + stacks_len + names_len + s->nnames * sizeof(*infos));
+	if (!copy)
+		return -ENOMEM;
+	stacks = (struct profile_stack *)(copy + 1);
+	names = (const char **)(stacks + s->nstacks);
+	infos = (const struct frame_info **)(names + s->nnames);
+	if (stacks_len)
+		memcpy(stacks, s->stacks, stacks_len);
+	if (names_len) {
+		memcpy(names, s->names, names_len);
+		memcpy(infos, s->infos, s->nnames * sizeof(*infos));
+	}
+	*copy = *s;
+	copy->stacks = stacks;
+	copy->names = names;
+	copy->infos = infos;
+	copy->owner = profile_ref(s->owner);
+	*out = copy;
+	return 0;
+}
+
 static size_t table_bytes(const UT_hash_table *tbl)
 {
 	return tbl ? sizeof(*tbl) + tbl->num_buckets * sizeof(UT_hash_bucket) : 0;

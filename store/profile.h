@@ -75,6 +75,8 @@ struct profile_snapshot {
  * Returns 0 or -ENOMEM. */
 int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapshot **out);
 void profile_snapshot_free(struct profile_snapshot *s);
+/* A copy of s that outlives it (a kept baseline handed to several readers). 0 or -ENOMEM. */
+int profile_snapshot_dup(const struct profile_snapshot *s, struct profile_snapshot **out);
 
 struct profile_stats {
 	size_t frames;   /* interned frame names */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "views/views.h"
+#include "views/writer.h"
 
 /* Stacks are ordered frame by frame, names compared as strings, a stack before those it is
  * a prefix of: the order of their texts if ';' sorted below every character of a name.
@@ -30,46 +31,6 @@ static int stack_cmp(const void *a, const void *b, void *rank_arg)
 	return (x->depth > y->depth) - (x->depth < y->depth);
 }
 
-/* Lines are assembled here and written in large pieces: a stdio call per frame costs more
- * than all the copying. */
-struct writer {
-	FILE *out;
-	size_t len;
-	char buf[65536];
-};
-
-static void flush(struct writer *w)
-{
-	fwrite(w->buf, 1, w->len, w->out);
-	w->len = 0;
-}
-
-static void put(struct writer *w, const char *data, size_t len)
-{
-	if (w->len + len > sizeof(w->buf)) {
-		flush(w);
-		if (len > sizeof(w->buf)) {
-			fwrite(data, 1, len, w->out);
-			return;
-		}
-	}
-	memcpy(w->buf + w->len, data, len);
-	w->len += len;
-}
-
-/* " COUNT\n" */
-static void put_count(struct writer *w, uint64_t count)
-{
-	char digits[24], *p = digits + sizeof(digits);
-
-	*--p = '\n';
-	do
-		*--p = '0' + count % 10;
-	while (count /= 10);
-	*--p = ' ';
-	put(w, p, digits + sizeof(digits) - p);
-}
-
 int view_folded(const struct profile_snapshot *s, FILE *out)
 {
 	const struct profile_stack **order = NULL;
@@ -85,7 +46,7 @@ int view_folded(const struct profile_snapshot *s, FILE *out)
 	lens = malloc(s->nnames * sizeof(*lens));
 	by_name = malloc(s->nnames * sizeof(*by_name));
 	rank = malloc(s->nnames * sizeof(*rank));
-	w = malloc(sizeof(*w));
+	w = writer_new(out);
 	if (!order || !lens || !by_name || !rank || !w)
 		goto out;
 	for (i = 0; i < s->nnames; i++)
@@ -99,19 +60,19 @@ int view_folded(const struct profile_snapshot *s, FILE *out)
 	for (i = 0; i < s->nnames; i++)
 		lens[i] = strlen(s->names[i]);
 
-	w->out = out;
-	w->len = 0;
 	for (i = 0; i < s->nstacks; i++) {
 		st = order[i];
-		put(w, s->names[st->frames[0]], lens[st->frames[0]]);
+		writer_put(w, s->names[st->frames[0]], lens[st->frames[0]]);
 		for (j = 1; j < st->depth; j++) {
-			put(w, ";", 1);
-			put(w, s->names[st->frames[j]], lens[st->frames[j]]);
+			writer_put(w, ";", 1);
+			writer_put(w, s->names[st->frames[j]], lens[st->frames[j]]);
 		}
-		put_count(w, st->count);
+		writer_put(w, " ", 1);
+		writer_u64(w, st->count);
+		writer_put(w, "\n", 1);
 	}
-	flush(w);
-	err = ferror(out) ? -EIO : 0;
+	err = writer_close(w);
+	w = NULL;
 out:
 	free(w);
 	free(rank);

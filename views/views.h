@@ -19,4 +19,34 @@ int view_folded(const struct profile_snapshot *s, FILE *out);
  * An empty profile renders nothing. */
 int view_top(const struct profile_snapshot *s, FILE *out);
 
+/* What a view says about the profile besides its stacks. */
+struct view_meta {
+	const char *title;       /* what it is of, e.g. "cpu: myapp (pid 1234)" */
+	int64_t window_s;        /* 0: since enable or reset; else the last window_s seconds */
+	int64_t now;             /* unix seconds the render covers up to */
+	const char *sample_type; /* pprof sample type, e.g. "samples" (unit "count") */
+	const char *period_type; /* e.g. "cpu"; NULL if the profile is not sampled */
+	const char *period_unit; /* e.g. "nanoseconds" */
+	uint64_t period;         /* what one count stands for, e.g. 1e9/99 ns at 99 Hz */
+};
+
+/* The stacks as a tree in d3-flame-graph's shape, {"name","value","children"}, inside a
+ * top-level object saying units and window. */
+int view_json(const struct profile_snapshot *s, const struct view_meta *m, FILE *out);
+
+/* gzip'd profile.proto (pprof): sample types and units, functions, locations (leaf first),
+ * mappings with build ids where the snapshot's infos know them. */
+int view_pprof(const struct profile_snapshot *s, const struct view_meta *m, FILE *out);
+
+/* An interactive flame graph: self-contained SVG with inline script (zoom, search, details). */
+int view_svg(const struct profile_snapshot *s, const struct view_meta *m, FILE *out);
+
+/* difffolded.pl's format: `stack COUNT_BASE COUNT_NOW`, one line per stack in either. */
+int view_diff_folded(const struct profile_snapshot *base, const struct profile_snapshot *now,
+		     FILE *out);
+
+/* A differential flame graph of now: red grew, blue shrank, counts normalised by total. */
+int view_diff_svg(const struct profile_snapshot *base, const struct profile_snapshot *now,
+		  const struct view_meta *m, FILE *out);
+
 #endif

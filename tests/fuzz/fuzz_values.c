@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	value_parse_enable((const char *)data, len, &on, &d);
 	if (!value_parse_word((const char *)data, len, words, &v) && v > 2)
 		abort();
+	value_parse_window((const char *)data, len, 600, &on, &v);
 	value_quote((const char *)data, len, quoted, sizeof(quoted));
 	if (strlen(quoted) >= sizeof(quoted))
 		abort();

@@ -341,6 +341,47 @@ static void test_snapshot_outlives_writes(void **state)
 	profile_snapshot_free(s);
 }
 
+/* A baseline: a copy that outlives its original, the writes after it, a reset and the
+ * profile's last reference, and that holds the same counts, names and infos. */
+static void test_snapshot_dup(void **state)
+{
+	struct frame_info info = { .file = "x.c", .line = 3, .module = "/bin/x" };
+	struct profile *p = profile_new("samples");
+	struct profile_snapshot *s, *copy = NULL, *empty, *empty_copy = NULL;
+	int64_t t = now_sec();
+	uint32_t x[2], y[2];
+
+	empty = snap(p, 0);
+	assert_int_equal(profile_snapshot_dup(empty, &empty_copy), 0);
+	assert_int_equal(empty_copy->nstacks, 0);
+	assert_int_equal(empty_copy->total, 0);
+	x[0] = frame(p, "thread");
+	assert_int_equal(profile_frame_id_info(p, "leaf", &info, &x[1]), 0);
+	assert_int_equal(profile_add(p, t, x, 2, 5), 0);
+	s = snap(p, 0);
+	assert_int_equal(profile_snapshot_dup(s, &copy), 0);
+	profile_snapshot_free(s);
+	profile_snapshot_free(empty);
+
+	y[0] = x[0];
+	y[1] = frame(p, "later");
+	assert_int_equal(profile_add(p, t, y, 2, 9), 0);
+	profile_reset(p);
+	profile_unref(p);
+
+	check_consistent(copy);
+	assert_int_equal(copy->total, 5);
+	assert_int_equal(copy->nstacks, 1);
+	assert_int_equal(count_of(copy, x, 2), 5);
+	assert_int_equal(copy->nnames, 2);
+	assert_string_equal(copy->names[x[1]], "leaf");
+	assert_string_equal(copy->infos[x[1]]->file, "x.c");
+	assert_null(copy->infos[x[0]]);
+	assert_string_equal(copy->unit, "samples");
+	profile_snapshot_free(copy);
+	profile_snapshot_free(empty_copy);
+}
+
 #define WRITER_ADDS 200000
 #define WRITER_STACKS 100
 
@@ -465,6 +506,7 @@ int main(void)
 		cmocka_unit_test(test_expiry),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_snapshot_outlives_writes),
+		cmocka_unit_test(test_snapshot_dup),
 		cmocka_unit_test(test_concurrent),
 	};
 

@@ -97,6 +97,35 @@ static void test_word(void **state)
 	assert_int_equal(v, 0);
 }
 
+static int window_of(const char *s, int *global, uint64_t *v)
+{
+	return value_parse_window(s, strlen(s), 600, global, v);
+}
+
+static void test_window(void **state)
+{
+	uint64_t v = 42;
+	int global = 7;
+
+	assert_int_equal(window_of("global", &global, &v), 0);
+	assert_int_equal(global, 1);
+	assert_int_equal(v, 42);
+	assert_int_equal(window_of("0\n", &global, &v), 0);
+	assert_int_equal(global, 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(window_of("600", &global, &v), 0);
+	assert_int_equal(v, 600);
+	global = 7;
+	assert_int_equal(window_of("601", &global, &v), -ERANGE);
+	assert_int_equal(window_of("-1", &global, &v), -EINVAL);
+	assert_int_equal(window_of("globalx", &global, &v), -EINVAL);
+	assert_int_equal(window_of("global\n\n", &global, &v), -EINVAL);
+	assert_int_equal(window_of("Global", &global, &v), -EINVAL);
+	assert_int_equal(window_of("", &global, &v), -EINVAL);
+	assert_int_equal(global, 7); /* failures leave the output alone */
+	assert_int_equal(v, 600);
+}
+
 static void test_quote(void **state)
 {
 	char out[16];
@@ -117,6 +146,7 @@ int main(void)
 		cmocka_unit_test(test_uint),
 		cmocka_unit_test(test_enable),
 		cmocka_unit_test(test_word),
+		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_quote),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
