@@ -1,4 +1,5 @@
 #include <errno.h>
+#include "collectors/jvm/jvm.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
 #include "fs/fs.h"
@@ -90,6 +91,24 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 	return err;
 }
 
+static bool is_jvm(struct aperture *a, pid_t pid)
+{
+	return jvm_is_hotspot(pid);
+}
+
+static int render_jvm_status(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return jvm_collector_status(a->jvm, ref->pid, out);
+}
+
+/* The JVM's threads; a process that isn't an attached JVM has nothing to show. */
+static int render_jvm_threads(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	int err = jvm_threads_render(a->jvm, ref->pid, ref->node->arg, out);
+
+	return err == -ENODATA ? 0 : err;
+}
+
 #define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
@@ -121,7 +140,13 @@ const int fs_node_targets = N_TARGETS;
 	VIEW_NODE(prefix ".folded", parent_, profile, VIEW_FOLDED), \
 	VIEW_NODE(prefix ".top", parent_, profile, VIEW_TOP)
 
-enum { T_DIR };
+enum { T_DIR, T_JVM = 6, T_THREADS = 8 };
+
+#define JVM_DIR_NODE(n, idx) \
+	[idx] = { .name = n, .mode = S_IFDIR | 0500, .parent = T_DIR, .present = is_jvm }
+#define THREADS_NODE(n, view) \
+	{ .name = n, .mode = S_IFREG | 0400, .parent = T_THREADS, .render = render_jvm_threads, \
+	  .slow = true, .arg = view }
 
 /* Owner-only modes: the owner shown is the target's uid (see fs/access.c), which is exactly
  * who besides root may use them. A node's parent is the index of its directory here, T_DIR
@@ -132,6 +157,14 @@ const struct node fs_target_nodes[] = {
 	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
 	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
 	PROFILE_VIEWS("cpu", T_DIR, TARGET_PROFILE_CPU),
+	JVM_DIR_NODE("jvm", T_JVM),
+	FILE_NODE("status", 0400, T_JVM, render_jvm_status, NULL),
+	/* JVM threads for now; native threads/ comes on another branch. */
+	JVM_DIR_NODE("threads", T_THREADS),
+	THREADS_NODE("dump", JVM_THREADS_DUMP),
+	THREADS_NODE("deadlocks", JVM_THREADS_DEADLOCKS),
+	THREADS_NODE("deadlocks.json", JVM_THREADS_DEADLOCKS_JSON),
+	THREADS_NODE("busy", JVM_THREADS_BUSY),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 
