@@ -194,6 +194,10 @@ static void helper(const struct helper_args *h, int out)
 		if (kill(h->pid, SIGQUIT))
 			helper_fail(out, errno, "signalling the JVM");
 		for (int waited = 0; stat(h->sock, &st); waited += 20) {
+			if (kill(h->pid, 0) && errno == ESRCH) {
+				unlink(h->trigger);
+				helper_fail(out, ESRCH, "waiting for the attach listener");
+			}
 			if (waited >= h->listener_ms) {
 				unlink(h->trigger);
 				helper_fail(out, ETIMEDOUT, "waiting for the attach listener");
