@@ -63,7 +63,8 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 	if (err)
 		a->cpu = NULL;
 	/* APERTURE_JVM_AGENT points a test or an installed daemon at another agent build. */
-	err = jvm_collector_new(getenv("APERTURE_JVM_AGENT") ?: APERTURE_JVM_AGENT, &a->jvm);
+	err = jvm_collector_new(getenv("APERTURE_JVM_AGENT") ?: APERTURE_JVM_AGENT,
+				&a->config[CONFIG_JVM_ALLOC_INTERVAL], &a->jvm);
 	if (err)
 		return err;
 	return targets_new(a, &a->targets);

@@ -10,6 +10,9 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	 * collector's attempt to apply the rate is the final check. */
 	[CONFIG_FREQUENCY_HZ] = { "frequency_hz", 1, 10000, 99, "Hz" },
 	[CONFIG_RETAIN_EXITED_S] = { "retain_exited_s", 0, 7 * 86400, 300, "seconds" },
+	/* JVMTI's default, as async-profiler's: one sample per 512 KiB allocated, on average. */
+	[CONFIG_JVM_ALLOC_INTERVAL] = { "jvm_alloc_interval_bytes", 1024, 1ULL << 30, 512 * 1024,
+					"bytes" },
 };
 
 void config_init(struct aperture *a)

@@ -38,6 +38,9 @@ static const char *const state_names[] = {
 
 static const char *const profile_units[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_CPU] = "samples",
+	[TARGET_PROFILE_JVM_ALLOC] = "bytes",
+	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = "samples",
+	[TARGET_PROFILE_JVM_MONITORS] = "microseconds",
 };
 
 int targets_new(struct aperture *a, struct targets **out)
@@ -261,8 +264,13 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 		/* The JVM part attaches in the background; whatever becomes of it, native
 		 * profiling goes on, and jvm/status says why. */
 		t->jvm = jvm_is_hotspot(t->pid);
+		struct jvm_profiles jp = {
+			.alloc = t->profiles[TARGET_PROFILE_JVM_ALLOC],
+			.alloc_objects = t->profiles[TARGET_PROFILE_JVM_ALLOC_OBJECTS],
+			.monitors = t->profiles[TARGET_PROFILE_JVM_MONITORS],
+		};
 		if (t->jvm && jvm_collector_enable(a->jvm, t->pid, t->id.start_time, t->id.euid,
-						   t->id.rgid))
+						   t->id.rgid, &jp))
 			target_error(t, "enable: could not start attaching to the JVM");
 	}
 	t->expires = duration ? now + (int64_t)duration : 0;

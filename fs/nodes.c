@@ -113,7 +113,8 @@ static int render_jvm_threads(struct aperture *a, const struct node_ref *ref, FI
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
-enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS };
+enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
+       N_JVM_ALLOC_INTERVAL };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -128,6 +129,9 @@ const struct node fs_nodes[] = {
 		       .render = render_config, .write = write_config,
 		       .arg = CONFIG_RETAIN_EXITED_S },
 	[N_TARGETS] = DIR_NODE("targets", 0555, N_ROOT),
+	[N_JVM_ALLOC_INTERVAL] = { .name = "jvm_alloc_interval_bytes", .mode = S_IFREG | 0644,
+				   .parent = N_CONFIG, .render = render_config,
+				   .write = write_config, .arg = CONFIG_JVM_ALLOC_INTERVAL },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -165,6 +169,9 @@ const struct node fs_target_nodes[] = {
 	THREADS_NODE("deadlocks", JVM_THREADS_DEADLOCKS),
 	THREADS_NODE("deadlocks.json", JVM_THREADS_DEADLOCKS_JSON),
 	THREADS_NODE("busy", JVM_THREADS_BUSY),
+	PROFILE_VIEWS("alloc", T_JVM, TARGET_PROFILE_JVM_ALLOC),
+	PROFILE_VIEWS("alloc_objects", T_JVM, TARGET_PROFILE_JVM_ALLOC_OBJECTS),
+	PROFILE_VIEWS("monitors", T_JVM, TARGET_PROFILE_JVM_MONITORS),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 

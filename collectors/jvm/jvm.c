@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "collectors/jvm/jvm.h"
 #include "collectors/jvm/jvm_internal.h"
 #include "collectors/jvm/protocol.h"
+#include "store/profile.h"
 #include "symbols/read_file.h"
 
 #define ATTACH_TIMEOUT_MS 10000
@@ -45,6 +47,8 @@ struct session {
 	char reason[256];
 	char last_error[256];
 	char vm_version[64];
+	char events[96];          /* the agent's answer to "events" */
+	uint64_t events_lost;
 	int64_t attach_ms;
 	pthread_cond_t wake;
 
@@ -53,6 +57,7 @@ struct session {
 	struct jvm_task_cpu *base; /* threads' CPU times at the attach, for busy */
 	size_t nbase;
 	struct timespec base_at;
+	struct jvm_profiles profiles; /* referenced */
 
 	UT_hash_handle hh;
 };
@@ -61,6 +66,7 @@ struct jvm_collector {
 	pthread_mutex_t lock;
 	struct session *by_pid;
 	int workers;              /* running: free waits for them */
+	const _Atomic uint64_t *alloc_interval;
 	pthread_cond_t idle;
 	char agent_path[4096];
 	char agent_name[96];      /* versioned by protocol and content */
@@ -80,12 +86,14 @@ static uint64_t content_hash(const char *path)
 	return h;
 }
 
-int jvm_collector_new(const char *agent_path, struct jvm_collector **out)
+int jvm_collector_new(const char *agent_path, const _Atomic uint64_t *alloc_interval,
+		      struct jvm_collector **out)
 {
 	struct jvm_collector *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
+	c->alloc_interval = alloc_interval;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->idle, NULL);
 	snprintf(c->agent_path, sizeof(c->agent_path), "%s", agent_path);
@@ -103,6 +111,9 @@ static void session_unref_locked(struct session *s)
 		close(s->fd);
 	pthread_cond_destroy(&s->wake);
 	pthread_mutex_destroy(&s->io);
+	profile_unref(s->profiles.alloc);
+	profile_unref(s->profiles.alloc_objects);
+	profile_unref(s->profiles.monitors);
 	free(s->base);
 	free(s);
 }
@@ -248,6 +259,8 @@ static int attach(struct jvm_collector *c, struct session *s, char *why, size_t 
 	return err;
 }
 
+static int request(struct session *s, const char *req, char **data, size_t *len);
+
 /* Why a session ended: the process being gone explains any error best. */
 static void session_fail_locked(struct session *s, const char *during, const char *why)
 {
@@ -259,6 +272,44 @@ static void session_fail_locked(struct session *s, const char *during, const cha
 		snprintf(s->reason, sizeof(s->reason), "permission denied: %s", why);
 	else
 		snprintf(s->reason, sizeof(s->reason), "%s", why);
+}
+
+static void start_events(struct session *s)
+{
+	char req[64], *data;
+	size_t len;
+
+	snprintf(req, sizeof(req), "events %llu",
+		 (unsigned long long)atomic_load(s->c->alloc_interval));
+	if (request(s, req, &data, &len))
+		return;
+	pthread_mutex_lock(&s->c->lock);
+	snprintf(s->events, sizeof(s->events), "%.*s", (int)strcspn(data, "\n"), data);
+	pthread_mutex_unlock(&s->c->lock);
+	free(data);
+}
+
+static void drain(struct session *s)
+{
+	struct timespec now;
+	char req[64], *data;
+	uint64_t lost = 0;
+	size_t len;
+	int err;
+
+	snprintf(req, sizeof(req), "drain %llu",
+		 (unsigned long long)atomic_load(s->c->alloc_interval));
+	if (request(s, req, &data, &len))
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	err = jvm_events_add(data, len, &s->profiles, now.tv_sec, &lost);
+	free(data);
+	pthread_mutex_lock(&s->c->lock);
+	s->events_lost += lost;
+	if (err)
+		snprintf(s->last_error, sizeof(s->last_error), "drain: %s",
+			 err == -EPROTO ? "the agent's records are malformed" : strerror(-err));
+	pthread_mutex_unlock(&s->c->lock);
 }
 
 static void *worker_main(void *arg)
@@ -288,15 +339,27 @@ static void *worker_main(void *arg)
 		s->nbase = nbase;
 		s->base_at = at;
 	}
-	/* Watch the process: a JVM that exits mid-collection ends the session with the reason. */
+	pthread_mutex_unlock(&c->lock);
+	if (!err)
+		start_events(s);
+	pthread_mutex_lock(&c->lock);
+	/* Drain once a second, and watch the process: a JVM that exits mid-collection ends the
+	 * session with the reason. */
 	while (s->state == S_ATTACHED && !s->stop) {
 		struct timespec next;
 
 		clock_gettime(CLOCK_MONOTONIC, &next);
 		next.tv_sec++;
 		pthread_cond_timedwait(&s->wake, &c->lock, &next);
-		if (!s->stop && !session_alive(s))
+		if (s->stop)
+			break;
+		if (!session_alive(s)) {
 			session_fail_locked(s, "collection", "");
+			break;
+		}
+		pthread_mutex_unlock(&c->lock);
+		drain(s);
+		pthread_mutex_lock(&c->lock);
 	}
 	if (s->state == S_ATTACHED && !session_alive(s)) {
 		session_fail_locked(s, "collection", "");
@@ -338,7 +401,7 @@ static void drop_locked(struct jvm_collector *c, struct session *s)
 }
 
 int jvm_collector_enable(struct jvm_collector *c, pid_t pid, uint64_t start_time, uid_t uid,
-			 gid_t gid)
+			 gid_t gid, const struct jvm_profiles *profiles)
 {
 	struct session *s;
 	int err = 0;
@@ -357,6 +420,9 @@ int jvm_collector_enable(struct jvm_collector *c, pid_t pid, uint64_t start_time
 	}
 	*s = (struct session){ .c = c, .pid = pid, .start_time = start_time, .uid = uid,
 			       .gid = gid, .refs = 2, .state = S_ATTACHING, .fd = -1 };
+	s->profiles.alloc = profile_ref(profiles->alloc);
+	s->profiles.alloc_objects = profile_ref(profiles->alloc_objects);
+	s->profiles.monitors = profile_ref(profiles->monitors);
 	pthread_mutex_init(&s->io, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -439,6 +505,35 @@ void jvm_collector_state_line(struct jvm_collector *c, pid_t pid, FILE *out)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* The agent's "alloc=.. monitors=.. jit=.." as status lines. */
+static void print_events(struct jvm_collector *c, const struct session *s, FILE *out)
+{
+	const char *keys[] = { "alloc", "monitors", "jit" };
+	bool attached = s && s->state == S_ATTACHED;
+
+	for (size_t i = 0; i < 3; i++) {
+		char want[16];
+		const char *v = NULL;
+
+		snprintf(want, sizeof(want), "%s=", keys[i]);
+		if (attached && (v = strstr(s->events, want)))
+			v += strlen(want);
+		if (!v)
+			fprintf(out, "%s: off\n", keys[i]);
+		else if (!strncmp(v, "on", 2) && i == 0)
+			fprintf(out, "alloc: on, one sample per %llu bytes\n",
+				(unsigned long long)atomic_load(c->alloc_interval));
+		else if (!strncmp(v, "on", 2))
+			fprintf(out, "%s: on\n", keys[i]);
+		else if (!strncmp(v, "solo-held", 9))
+			fprintf(out, "%s: unavailable: another JVMTI agent holds the solo capability "
+				"can_generate_sampled_object_alloc_events\n", keys[i]);
+		else
+			fprintf(out, "%s: unavailable: the JVM refused the capability\n", keys[i]);
+	}
+	fprintf(out, "events_lost: %llu\n", s ? (unsigned long long)s->events_lost : 0ULL);
+}
+
 int jvm_collector_status(struct jvm_collector *c, pid_t pid, FILE *out)
 {
 	struct session *s;
@@ -453,8 +548,9 @@ int jvm_collector_status(struct jvm_collector *c, pid_t pid, FILE *out)
 		fprintf(out, "vm_version: %s\n", s->vm_version);
 	if (s && s->state != S_ATTACHING)
 		fprintf(out, "attach_ms: %lld\n", (long long)s->attach_ms);
-	fprintf(out, "capabilities: %s\n", s && s->state == S_ATTACHED ?
-		"thread snapshots and deadlocks (ThreadMXBean over JNI)" : "none");
+	fprintf(out, "threads: %s\n", s && s->state == S_ATTACHED ?
+		"on (ThreadMXBean over JNI)" : "off");
+	print_events(c, s, out);
 	fprintf(out, "last_error: %s\n", s && s->last_error[0] ? s->last_error : "none");
 	pthread_mutex_unlock(&c->lock);
 	return 0;

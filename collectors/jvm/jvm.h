@@ -11,9 +11,12 @@
 #include <sys/types.h>
 
 struct jvm_collector;
+struct profile;
 
-/* agent_path: the agent .so built by meson, copied into each target. */
-int jvm_collector_new(const char *agent_path, struct jvm_collector **out);
+/* agent_path: the agent .so built by meson, copied into each target. alloc_interval: the
+ * live setting of bytes between allocation samples. */
+int jvm_collector_new(const char *agent_path, const _Atomic uint64_t *alloc_interval,
+		      struct jvm_collector **out);
 /* Ends every session, waiting for their workers. */
 void jvm_collector_free(struct jvm_collector *c);
 
@@ -21,10 +24,17 @@ void jvm_collector_free(struct jvm_collector *c);
 bool jvm_is_hotspot(pid_t pid);
 
 /* Starts attaching to pid in a worker thread and returns at once; a session already live is
- * kept. start_time tells the process apart from a later one with its pid. uid/gid: the
+ * kept. Once attached, the worker adds the agent's events to profiles (referenced) each
+ * second. start_time tells the process apart from a later one with its pid. uid/gid: the
  * target's, which the attach and the files it leaves take. -ENOMEM or -EAGAIN. */
+struct jvm_profiles {
+	struct profile *alloc;         /* bytes allocated, by Java stack */
+	struct profile *alloc_objects; /* allocation samples */
+	struct profile *monitors;      /* monitor contention, microseconds */
+};
+
 int jvm_collector_enable(struct jvm_collector *c, pid_t pid, uint64_t start_time, uid_t uid,
-			 gid_t gid);
+			 gid_t gid, const struct jvm_profiles *profiles);
 /* Asks pid's session to end (its worker hangs up, the agent gives back its capabilities);
  * the session's outcome stays readable until jvm_collector_forget. Never blocks. */
 void jvm_collector_disable(struct jvm_collector *c, pid_t pid);

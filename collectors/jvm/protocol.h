@@ -14,7 +14,17 @@
  *   M depth hash class                          a monitor the thread holds, locked at frame depth
  *   S hash class                                an ownable synchronizer the thread holds
  * Hashes are identity hash codes in hex; cpu_ns is -1 when unknown; lock_owner_id is -1 when
- * none. */
+ * none.
+ *
+ * "events <interval>" turns on allocation sampling (one sample per interval bytes, on
+ * average), monitor contention and JIT tracking, and answers one line saying which it got:
+ * "alloc=on|solo-held|error monitors=on|error jit=on|error" (solo-held: another agent holds
+ * the solo capability can_generate_sampled_object_alloc_events). "drain <interval>" answers
+ * what was counted since the last drain and resets it (applying a changed interval):
+ *   D lost                                  events dropped: the agent's table was full
+ *   A bytes samples thread frame...         allocation samples by stack, root first
+ *   M microseconds events thread frame...   monitor contention by stack, root first
+ * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code. */
 #ifndef APERTURE_COLLECTORS_JVM_PROTOCOL_H
 #define APERTURE_COLLECTORS_JVM_PROTOCOL_H
 

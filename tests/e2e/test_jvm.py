@@ -1,6 +1,7 @@
 """JVM collection against real JVMs (OpenJDK 17), with programs javac compiles here: attach
 from C, thread dumps, deadlocks as jstack reports them, busy threads, and the ways an attach
 fails. One JVM with known threads serves most tests."""
+import errno
 import json
 import os
 import re
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import OTHER_UID, REPO, parse_status, read, wait_for, write
+from helpers import OTHER_UID, REPO, parse_status, read, wait_for, write, write_errno
 
 JAVA_SRC = REPO / "tests" / "workloads" / "java"
 THREAD_NAMES = {"mon-a", "mon-b", "juc-a", "juc-b", "spinner", "holder", "waiter", "idle-1"}
@@ -266,5 +267,114 @@ def test_jvm_exiting_during_collection(daemon, classes):
         assert "jvm: failed: the JVM exited during collection" in st
         assert parse_status(st)["state"] == "exited"
         assert daemon.proc.poll() is None
+    finally:
+        j.kill()
+
+
+@pytest.fixture(scope="module")
+def hot(daemon, classes):
+    j = Jvm(classes, "Hot").wait_ready()
+    enable_and_attach(daemon, j.pid)
+    yield j
+    j.kill()
+
+
+def folded_by_leaf(text):
+    """{leaf frame without its _[j] mark: total} of a folded file."""
+    totals = {}
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        leaf = stack.split(";")[-1].removesuffix("_[j]")
+        totals[leaf] = totals.get(leaf, 0) + int(count)
+    return totals
+
+
+def test_allocation_heavy_method_tops_alloc(daemon, hot):
+    jvm_dir = daemon.target(hot.pid) / "jvm"
+    st = jvm_status(daemon, hot.pid)
+    assert st["alloc"].startswith("on, one sample per 524288 bytes")
+    wait_for(lambda: read(jvm_dir / "alloc.folded"), 10, "allocation samples")
+    time.sleep(2)
+    by_bytes = folded_by_leaf(read(jvm_dir / "alloc.folded"))
+    by_objects = folded_by_leaf(read(jvm_dir / "alloc_objects.folded"))
+    assert max(by_bytes, key=by_bytes.get) == "Hot.allocateBig"
+    assert max(by_objects, key=by_objects.get) == "Hot.allocateBig"
+    # Bytes are the sampled sizes: 64 KiB arrays, about one sample per 512 KiB.
+    assert by_bytes["Hot.allocateBig"] >= 64 * 1024 * by_objects["Hot.allocateBig"]
+    stack = next(l for l in read(jvm_dir / "alloc.folded").splitlines() if "allocateBig" in l)
+    frames = stack.rpartition(" ")[0].split(";")
+    assert frames[0] == "allocator"
+    assert [f.removesuffix("_[j]") for f in frames[-2:]] == ["Hot.allocate", "Hot.allocateBig"]
+    assert not any("0x" in f for f in frames), "hidden classes' addresses are dropped"
+
+
+def test_contended_block_tops_monitors(daemon, hot):
+    jvm_dir = daemon.target(hot.pid) / "jvm"
+    assert jvm_status(daemon, hot.pid)["monitors"] == "on"
+    wait_for(lambda: read(jvm_dir / "monitors.folded"), 10, "monitor contention")
+    time.sleep(1)
+    stacks = read(jvm_dir / "monitors.folded").splitlines()
+    by_leaf = folded_by_leaf("\n".join(stacks))
+    assert max(by_leaf, key=by_leaf.get) == "Hot.contended"
+    threads = {l.split(";")[0] for l in stacks if "Hot.contended" in l}
+    assert threads <= {"contender-1", "contender-2", "contender-3"} and len(threads) >= 2
+    # Each holds the lock ~2 ms: waiting is measured in microseconds, not events.
+    assert by_leaf["Hot.contended"] > 2000
+
+
+def test_disable_stops_events_and_gives_back_the_solo_capability(daemon, hot):
+    """The re-enabled session gets the solo allocation capability again: the first one gave it
+    back (two environments can't hold it at once)."""
+    jvm_dir = daemon.target(hot.pid) / "jvm"
+    write(daemon.target(hot.pid) / "enable", "0")
+    wait_for(lambda: jvm_status(daemon, hot.pid)["state"] == "detached", 5, "detach")
+    before = read(jvm_dir / "alloc.folded")
+    time.sleep(1.5)
+    assert read(jvm_dir / "alloc.folded") == before
+    enable_and_attach(daemon, hot.pid)
+    st = wait_for(lambda: (lambda s: s if s["alloc"] != "off" else None)(
+        jvm_status(daemon, hot.pid)), 5, "events to start")
+    assert st["alloc"].startswith("on")
+    wait_for(lambda: read(jvm_dir / "alloc.folded") != before, 10, "new allocation samples")
+
+
+def test_alloc_interval_is_a_validated_setting(daemon):
+    path = daemon.mnt / "config" / "jvm_alloc_interval_bytes"
+    assert read(path) == "524288\n"
+    assert write_errno(path, "12") == errno.ERANGE
+    assert "jvm_alloc_interval_bytes" in daemon.status()["last_error"]
+    assert read(path) == "524288\n"
+
+
+SOLO_AGENT = r"""
+#include <jvmti.h>
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved)
+{
+	static jvmtiEnv *jvmti;
+	jvmtiCapabilities caps = { .can_generate_sampled_object_alloc_events = 1 };
+
+	if ((*vm)->GetEnv(vm, (void **)&jvmti, JVMTI_VERSION_11) != JNI_OK)
+		return 1;
+	return (*jvmti)->AddCapabilities(jvmti, &caps) == JVMTI_ERROR_NONE ? 0 : 2;
+}
+"""
+
+
+def test_solo_capability_held_by_another_agent(daemon, classes, scratch):
+    src, lib = scratch / "solo.c", scratch / "libsolo.so"
+    src.write_text(SOLO_AGENT)
+    inc = "/usr/lib/jvm/java-17-openjdk-amd64/include"
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{inc}", f"-I{inc}/linux", "-o", str(lib),
+                    str(src)], check=True)
+    j = Jvm(classes, "Hot", f"-agentpath:{lib}").wait_ready()
+    try:
+        st = enable_and_attach(daemon, j.pid)
+        st = wait_for(lambda: (lambda s: s if s["alloc"] != "off" else None)(
+            jvm_status(daemon, j.pid)), 5, "events to start")
+        assert st["alloc"] == ("unavailable: another JVMTI agent holds the solo capability "
+                               "can_generate_sampled_object_alloc_events")
+        assert st["monitors"] == "on"
+        wait_for(lambda: read(daemon.target(j.pid) / "jvm" / "monitors.folded"), 10,
+                 "monitor contention still collected")
     finally:
         j.kill()

@@ -22,21 +22,14 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include "collectors/jvm/agent/agent.h"
 #include "collectors/jvm/protocol.h"
-
-#define REPLY_MAX (16u << 20)
 
 static JavaVM *agent_vm;
 static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool session_live;
 
-struct buf {
-	char *data;
-	size_t len, cap;
-	bool overflow;
-};
-
-static void buf_add(struct buf *b, const char *s, size_t n)
+void buf_add(struct buf *b, const char *s, size_t n)
 {
 	if (b->overflow)
 		return;
@@ -62,9 +55,7 @@ static void buf_add(struct buf *b, const char *s, size_t n)
 	b->len += n;
 }
 
-static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void buf_printf(struct buf *b, const char *fmt, ...)
+void buf_printf(struct buf *b, const char *fmt, ...)
 {
 	char tmp[512];
 	va_list ap;
@@ -78,7 +69,7 @@ static void buf_printf(struct buf *b, const char *fmt, ...)
 }
 
 /* A field of a record: tabs and line breaks would split records, so they become spaces. */
-static void buf_field(struct buf *b, const char *s)
+void buf_field(struct buf *b, const char *s)
 {
 	buf_add(b, "\t", 1);
 	for (; s && *s; s++) {
@@ -436,7 +427,8 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 {
 	struct jni_ids ids;
 	char line[256], *vm_version = NULL;
-	bool ready = ids_init(env, &ids) == 0;
+	bool ready = ids_init(env, &ids) == 0, events = false;
+	long interval;
 
 	if (jvmti)
 		(*jvmti)->GetSystemProperty(jvmti, "java.vm.version", &vm_version);
@@ -460,7 +452,18 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 				err = reply_text(fd, 1, "a JNI call failed");
 			else
 				err = reply(fd, 0, b.data ? b.data : "", b.len);
+		} else if (sscanf(line, "events %ld", &interval) == 1 && jvmti && interval > 0) {
+			events_start(jvmti, interval, &b);
+			events = true;
+			err = reply(fd, 0, b.data, b.len);
+		} else if (sscanf(line, "drain %ld", &interval) == 1 && events && interval > 0 &&
+			   (*env)->PushLocalFrame(env, 16) == 0) {
+			events_drain(jvmti, env, interval, &b);
+			(*env)->PopLocalFrame(env, NULL);
+			err = b.overflow ? reply_text(fd, 1, "reply too large") :
+					   reply(fd, 0, b.data ? b.data : "", b.len);
 		} else {
+			failed(env);
 			err = reply_text(fd, 1, "unknown request");
 		}
 		free(b.data);
@@ -468,6 +471,8 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 			break;
 	}
 out:
+	if (events)
+		events_stop(jvmti);
 	if (ids.tmx)
 		(*env)->DeleteGlobalRef(env, ids.tmx);
 }
