@@ -662,8 +662,8 @@ int jvm_threads_render(struct jvm_collector *c, pid_t pid, enum jvm_threads_view
 
 	if (!s)
 		return -ENODATA;
-	err = request(s, view == JVM_THREADS_DUMP || view == JVM_THREADS_BUSY ? "threads" :
-		      "deadlocks", &data, &len);
+	err = request(s, view == JVM_THREADS_DUMP ? "threads" : view == JVM_THREADS_BUSY ?
+		      "stacks" : "deadlocks", &data, &len);
 	if (err)
 		goto out;
 	err = jvm_threads_parse(data, len, &t);

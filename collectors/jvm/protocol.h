@@ -6,7 +6,8 @@
  * daemon sends one request line at a time and reads "<status> <length>\n" and length bytes:
  * status 0 and records, or status 1 and an error text.
  *
- * Requests: "threads" (every live thread) and "deadlocks" (the threads in deadlock cycles, as
+ * Requests: "threads" (every live thread), "stacks" (the same without the locks each thread
+ * holds, which cost HotSpot a heap walk) and "deadlocks" (the threads in deadlock cycles, as
  * ThreadMXBean.findDeadlockedThreads finds them: monitors and ownable synchronizers). Their
  * records are lines of tab-separated fields:
  *   T id name state daemon in_native cpu_ns lock_owner_id lock_owner_name lock_hash lock_class

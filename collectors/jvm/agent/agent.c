@@ -304,8 +304,11 @@ static int thread_records(JNIEnv *env, const struct jni_ids *ids, struct buf *b,
 	return 0;
 }
 
-/* Records of every live thread, or (deadlocked) of the threads in deadlock cycles. */
-static int threads_request(JNIEnv *env, const struct jni_ids *ids, bool deadlocked,
+enum threads_kind { ALL_THREADS, ALL_STACKS, DEADLOCKED };
+
+/* Records of every live thread (with or without the locks each holds), or of the threads in
+ * deadlock cycles. */
+static int threads_request(JNIEnv *env, const struct jni_ids *ids, enum threads_kind kind,
 			   struct buf *b)
 {
 	jobjectArray infos;
@@ -316,7 +319,7 @@ static int threads_request(JNIEnv *env, const struct jni_ids *ids, bool deadlock
 		failed(env);
 		return -1;
 	}
-	if (deadlocked) {
+	if (kind == DEADLOCKED) {
 		jlongArray tids = (*env)->CallObjectMethod(env, ids->tmx, ids->find_deadlocked);
 
 		if (failed(env)) {
@@ -328,7 +331,11 @@ static int threads_request(JNIEnv *env, const struct jni_ids *ids, bool deadlock
 		infos = (*env)->CallObjectMethod(env, ids->tmx, ids->get_infos, tids, JNI_TRUE,
 						 JNI_TRUE);
 	} else {
-		infos = (*env)->CallObjectMethod(env, ids->tmx, ids->dump_all, JNI_TRUE, JNI_TRUE);
+		/* The held synchronizers cost a walk of the heap at a safepoint: only the dump
+		 * asks for them. */
+		jboolean locks = kind == ALL_THREADS;
+
+		infos = (*env)->CallObjectMethod(env, ids->tmx, ids->dump_all, locks, locks);
 	}
 	if (failed(env) || !infos) {
 		err = -1;
@@ -444,8 +451,10 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 
 		if (!ready) {
 			err = reply_text(fd, 1, "java.management is not available in this JVM");
-		} else if (!strcmp(line, "threads") || !strcmp(line, "deadlocks")) {
-			err = threads_request(env, &ids, line[0] == 'd', &b);
+		} else if (!strcmp(line, "threads") || !strcmp(line, "stacks") ||
+			   !strcmp(line, "deadlocks")) {
+			err = threads_request(env, &ids, line[0] == 't' ? ALL_THREADS :
+					      line[0] == 's' ? ALL_STACKS : DEADLOCKED, &b);
 			if (b.overflow)
 				err = reply_text(fd, 1, "reply too large");
 			else if (err)
