@@ -23,6 +23,7 @@
 #define CONNECT_TIMEOUT_MS 5000
 #define REQUEST_TIMEOUT_MS 10000
 #define REPLY_MAX (64u << 20)
+#define FREE_WAIT_S 2
 
 enum session_state { S_ATTACHING, S_ATTACHED, S_FAILED, S_DETACHED };
 
@@ -90,12 +91,16 @@ int jvm_collector_new(const char *agent_path, const _Atomic uint64_t *alloc_inte
 		      struct jvm_collector **out)
 {
 	struct jvm_collector *c = calloc(1, sizeof(*c));
+	pthread_condattr_t ca;
 
 	if (!c)
 		return -ENOMEM;
 	c->alloc_interval = alloc_interval;
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->idle, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->idle, &ca);
+	pthread_condattr_destroy(&ca);
 	snprintf(c->agent_path, sizeof(c->agent_path), "%s", agent_path);
 	snprintf(c->agent_name, sizeof(c->agent_name), "aperture-jvm-agent-%d-%016llx.so",
 		 APERTURE_AGENT_PROTOCOL, (unsigned long long)content_hash(agent_path));
@@ -211,7 +216,7 @@ static int hello(struct session *s, char *why, size_t whylen)
 
 static int attach(struct jvm_collector *c, struct session *s, char *why, size_t whylen)
 {
-	char inside[128], host[128];
+	char inside[128], host[128], agent[160], options[192];
 	pid_t nspid;
 	int lfd = -1, err;
 
@@ -241,13 +246,15 @@ static int attach(struct jvm_collector *c, struct session *s, char *why, size_t 
 					 sizeof(host), &lfd, why, whylen);
 	if (err)
 		return err;
-	{
-		char agent[160], options[192];
-
-		snprintf(agent, sizeof(agent), "/tmp/%s", c->agent_name);
-		snprintf(options, sizeof(options), "v=%d,sock=%s", APERTURE_AGENT_PROTOCOL, inside);
+	snprintf(agent, sizeof(agent), "/tmp/%s", c->agent_name);
+	snprintf(options, sizeof(options), "v=%d,sock=%s", APERTURE_AGENT_PROTOCOL, inside);
+	/* Right after a disable, the agent's previous session may still be ending. */
+	for (int tries = 0; tries < 10; tries++) {
 		err = jvm_attach_load(s->pid, nspid, s->uid, s->gid, agent, options,
 				      ATTACH_TIMEOUT_MS, why, whylen);
+		if (err != -EBUSY)
+			break;
+		usleep(200 * 1000);
 	}
 	if (!err)
 		err = jvm_channel_accept(lfd, s->pid, CONNECT_TIMEOUT_MS, &s->fd, why, whylen);
@@ -403,6 +410,9 @@ static void drop_locked(struct jvm_collector *c, struct session *s)
 int jvm_collector_enable(struct jvm_collector *c, pid_t pid, uint64_t start_time, uid_t uid,
 			 gid_t gid, const struct jvm_profiles *profiles)
 {
+	pthread_condattr_t ca;
+	pthread_attr_t attr;
+	pthread_t worker;
 	struct session *s;
 	int err = 0;
 
@@ -424,14 +434,10 @@ int jvm_collector_enable(struct jvm_collector *c, pid_t pid, uint64_t start_time
 	s->profiles.alloc_objects = profile_ref(profiles->alloc_objects);
 	s->profiles.monitors = profile_ref(profiles->monitors);
 	pthread_mutex_init(&s->io, NULL);
-	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	pthread_attr_t attr;
-	pthread_t worker;
-
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	err = -pthread_create(&worker, &attr, worker_main, s);
@@ -475,15 +481,24 @@ void jvm_collector_forget(struct jvm_collector *c, pid_t pid)
 void jvm_collector_free(struct jvm_collector *c)
 {
 	struct session *s, *tmp;
+	struct timespec deadline;
 
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	HASH_ITER(hh, c->by_pid, s, tmp)
 		drop_locked(c, s);
-	/* Each worker notices stop within its current step's deadline. */
-	while (c->workers)
-		pthread_cond_wait(&c->idle, &c->lock);
+	/* A watching worker stops at once; one attaching to a JVM that doesn't answer would
+	 * hold up the daemon's exit for its whole deadline: past FREE_WAIT_S it is left to the
+	 * exit, with the collector it uses. */
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += FREE_WAIT_S;
+	while (c->workers && pthread_cond_timedwait(&c->idle, &c->lock, &deadline) != ETIMEDOUT)
+		;
+	if (c->workers) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_cond_destroy(&c->idle);
 	pthread_mutex_destroy(&c->lock);

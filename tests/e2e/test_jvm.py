@@ -182,7 +182,7 @@ def test_spinning_thread_tops_busy(daemon, attached):
             if l and not l.startswith(("#", "\t"))]
     tid, name, cpu_ms, share, evidence = re.match(r'(\d+) "(.+)" (\S+) (\S+) (\S+)$',
                                                   rows[0]).groups()
-    assert name == "spinner" and evidence == "thread_cpu" and float(cpu_ms) > 100
+    assert name == "spinner" and evidence == "thread_cpu" and float(cpu_ms) > 20
     assert read(f"/proc/{attached.pid}/task/{tid}/comm").strip() == "spinner"
 
 
@@ -196,6 +196,10 @@ def test_disable_then_enable_reuses_the_agent(daemon, attached):
     enable_and_attach(daemon, attached.pid)
     assert set(re.findall(r"\S*aperture-jvm-agent\S*\.so",
                           read(f"/proc/{attached.pid}/maps"))) == agents
+    assert "Found 2 deadlocks." in threads_file(daemon, attached.pid, "deadlocks")
+    # Off and on at once: the agent's ending session doesn't make the new attach fail.
+    write(daemon.target(attached.pid) / "enable", "0")
+    enable_and_attach(daemon, attached.pid)
     assert "Found 2 deadlocks." in threads_file(daemon, attached.pid, "deadlocks")
 
 
@@ -275,8 +279,15 @@ def test_jvm_exiting_during_collection(daemon, classes):
 def hot(daemon, classes):
     j = Jvm(classes, "Hot").wait_ready()
     enable_and_attach(daemon, j.pid)
+    wait_events(daemon, j.pid)
     yield j
     j.kill()
+
+
+def wait_events(daemon, pid):
+    """jvm/status once the agent has said which events it could turn on."""
+    return wait_for(lambda: (lambda s: s if s["alloc"] != "off" else None)(
+        jvm_status(daemon, pid)), 5, "events to start")
 
 
 def folded_by_leaf(text):
@@ -295,8 +306,9 @@ def test_allocation_heavy_method_tops_alloc(daemon, hot):
     assert st["alloc"].startswith("on, one sample per 524288 bytes")
     wait_for(lambda: read(jvm_dir / "alloc.folded"), 10, "allocation samples")
     time.sleep(2)
-    by_bytes = folded_by_leaf(read(jvm_dir / "alloc.folded"))
+    # Samples first: bytes read later can only have grown.
     by_objects = folded_by_leaf(read(jvm_dir / "alloc_objects.folded"))
+    by_bytes = folded_by_leaf(read(jvm_dir / "alloc.folded"))
     assert max(by_bytes, key=by_bytes.get) == "Hot.allocateBig"
     assert max(by_objects, key=by_objects.get) == "Hot.allocateBig"
     # Bytes are the sampled sizes: 64 KiB arrays, about one sample per 512 KiB.
@@ -332,8 +344,7 @@ def test_disable_stops_events_and_gives_back_the_solo_capability(daemon, hot):
     time.sleep(1.5)
     assert read(jvm_dir / "alloc.folded") == before
     enable_and_attach(daemon, hot.pid)
-    st = wait_for(lambda: (lambda s: s if s["alloc"] != "off" else None)(
-        jvm_status(daemon, hot.pid)), 5, "events to start")
+    st = wait_events(daemon, hot.pid)
     assert st["alloc"].startswith("on")
     wait_for(lambda: read(jvm_dir / "alloc.folded") != before, 10, "new allocation samples")
 
@@ -368,9 +379,8 @@ def test_solo_capability_held_by_another_agent(daemon, classes, scratch):
                     str(src)], check=True)
     j = Jvm(classes, "Hot", f"-agentpath:{lib}").wait_ready()
     try:
-        st = enable_and_attach(daemon, j.pid)
-        st = wait_for(lambda: (lambda s: s if s["alloc"] != "off" else None)(
-            jvm_status(daemon, j.pid)), 5, "events to start")
+        enable_and_attach(daemon, j.pid)
+        st = wait_events(daemon, j.pid)
         assert st["alloc"] == ("unavailable: another JVMTI agent holds the solo capability "
                                "can_generate_sampled_object_alloc_events")
         assert st["monitors"] == "on"
