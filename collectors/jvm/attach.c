@@ -22,9 +22,10 @@
 #include <unistd.h>
 #include "collectors/jvm/jvm_internal.h"
 
-static int fail(char *why, size_t len, int err, const char *fmt, const char *arg)
+/* "<what> <object>: <error>" into why; returns err. */
+static int fail(char *why, size_t len, int err, const char *what, const char *object)
 {
-	snprintf(why, len, fmt, arg, strerror(-err));
+	snprintf(why, len, "%s%s: %s", what, object, strerror(-err));
 	return err;
 }
 
@@ -36,7 +37,7 @@ static int open_tmp(pid_t pid, char *why, size_t whylen)
 	snprintf(path, sizeof(path), "/proc/%d/root/tmp", (int)pid);
 	fd = open(path, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return fail(why, whylen, -errno, "opening %s: %s", path);
+		return fail(why, whylen, -errno, "opening ", path);
 	return fd;
 }
 
@@ -53,7 +54,7 @@ int jvm_agent_install(pid_t pid, const char *agent_path, const char *name, char 
 		return dir;
 	in = open(agent_path, O_RDONLY | O_CLOEXEC);
 	if (in < 0 || fstat(in, &src)) {
-		err = fail(why, whylen, -errno, "reading the agent %s: %s", agent_path);
+		err = fail(why, whylen, -errno, "reading the agent ", agent_path);
 		goto out;
 	}
 	/* Ours (the daemon's uid) and whole: reuse it, the JVM may have it loaded already. */
@@ -64,7 +65,7 @@ int jvm_agent_install(pid_t pid, const char *agent_path, const char *name, char 
 	unlinkat(dir, tmpname, 0);
 	out = openat(dir, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0) {
-		err = fail(why, whylen, -errno, "creating the agent in %s's /tmp: %s", "the JVM");
+		err = fail(why, whylen, -errno, "creating the agent in the JVM's /tmp", "");
 		goto out;
 	}
 	while ((n = read(in, buf, sizeof(buf))) > 0)
@@ -74,12 +75,12 @@ int jvm_agent_install(pid_t pid, const char *agent_path, const char *name, char 
 		}
 	/* Root's file, readable by everyone: the JVM's user only reads it, never replaces it. */
 	if (n < 0 || fchmod(out, 0444) || fsync(out)) {
-		err = fail(why, whylen, -errno, "writing the agent into %s's /tmp: %s", "the JVM");
+		err = fail(why, whylen, -errno, "writing the agent into the JVM's /tmp", "");
 		unlinkat(dir, tmpname, 0);
 		goto out;
 	}
 	if (renameat(dir, tmpname, dir, name)) {
-		err = fail(why, whylen, -errno, "placing the agent in %s's /tmp: %s", "the JVM");
+		err = fail(why, whylen, -errno, "placing the agent in the JVM's /tmp", "");
 		unlinkat(dir, tmpname, 0);
 	}
 out:
@@ -111,8 +112,8 @@ int jvm_channel_listen(pid_t pid, uid_t uid, gid_t gid, char *inside, size_t ins
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    fchownat(dir, name, uid, gid, AT_SYMLINK_NOFOLLOW) ||
 	    fchmodat(dir, name, 0600, 0) || listen(fd, 1)) {
-		err = fail(why, whylen, -errno, "listening for the agent in %s's /tmp: %s",
-			   "the JVM");
+		err = fail(why, whylen, -errno, "listening for the agent in the JVM's /tmp",
+			   "");
 		if (fd >= 0)
 			close(fd);
 		unlinkat(dir, name, 0);
@@ -137,7 +138,7 @@ int jvm_channel_accept(int lfd, pid_t pid, int timeout_ms, int *out, char *why, 
 	}
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
-		return fail(why, whylen, -errno, "accepting the %s: %s", "agent");
+		return fail(why, whylen, -errno, "accepting the agent", "");
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid != pid) {
 		close(fd);
 		snprintf(why, whylen, "a process other than the JVM connected to the channel");
@@ -297,13 +298,13 @@ int jvm_attach_load(pid_t pid, pid_t nspid, uid_t uid, gid_t gid, const char *ag
 	}
 	h.request_len = len;
 	if (pipe2(p, O_CLOEXEC))
-		return fail(why, whylen, -errno, "%s: %s", "pipe");
+		return fail(why, whylen, -errno, "pipe", "");
 	child = fork();
 	if (child < 0) {
 		err = -errno;
 		close(p[0]);
 		close(p[1]);
-		return fail(why, whylen, err, "%s: %s", "fork");
+		return fail(why, whylen, err, "fork", "");
 	}
 	if (child == 0) {
 		close(p[0]);
