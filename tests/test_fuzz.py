@@ -1,6 +1,6 @@
 """Every parser of outside input (control-file values, /proc/<pid>/maps, /proc/<pid>/stat and
-status, /proc/kallsyms, the JVM agent's replies) fuzzed briefly under ASan and UBSan: any bytes must parse or fail
-cleanly. tests/fuzz/run SECONDS runs them longer."""
+status, /proc/kallsyms, the JVM agent's replies) fuzzed briefly under ASan and UBSan: any
+bytes must parse or fail cleanly. tests/fuzz/run SECONDS runs them longer."""
 import os
 import subprocess
 
