@@ -6,6 +6,7 @@
 #include <bpf/libbpf_version.h>
 #include <elfutils/version.h>
 #include "collectors/cpu.h"
+#include "collectors/jvm/jvm.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
 #include "symbols/symbols.h"
@@ -61,6 +62,11 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 				a->cpu_error, sizeof(a->cpu_error));
 	if (err)
 		a->cpu = NULL;
+	/* APERTURE_JVM_AGENT points a test or an installed daemon at another agent build. */
+	err = jvm_collector_new(getenv("APERTURE_JVM_AGENT") ?: APERTURE_JVM_AGENT,
+				&a->config[CONFIG_JVM_ALLOC_INTERVAL], &a->jvm);
+	if (err)
+		return err;
 	return targets_new(a, &a->targets);
 }
 
@@ -119,6 +125,7 @@ void aperture_fini(struct aperture *a)
 {
 	aperture_stop(a);
 	targets_free(a->targets);
+	jvm_collector_free(a->jvm);
 	/* Closing the collector's links and perf events detaches every BPF program. */
 	cpu_collector_free(a->cpu);
 	symbolizer_free(a->syms);

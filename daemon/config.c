@@ -27,6 +27,9 @@ const struct config_desc config_descs[CONFIG_NR] = {
 				.string = true },
 	/* A window can't reach further back than the store keeps per-second counts. */
 	[CONFIG_WINDOW_S] = { "window_s", 0, PROFILE_HISTORY_S, 0, "seconds" },
+	/* JVMTI's default, as async-profiler's: one sample per 512 KiB allocated, on average. */
+	[CONFIG_JVM_ALLOC_INTERVAL] = { "jvm_alloc_interval_bytes", 1024, 1ULL << 30, 512 * 1024,
+					"bytes" },
 };
 
 void config_init(struct aperture *a)

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <uthash.h>
 #include "collectors/cpu.h"
+#include "collectors/jvm/jvm.h"
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "daemon/targets.h"
@@ -21,6 +22,7 @@ struct target {
 	uint64_t window_s;
 	struct profile_snapshot *baselines[TARGET_PROFILE_NR]; /* all NULL: no baseline */
 	int64_t baseline_at;
+	bool jvm;                /* a HotSpot JVM when last enabled */
 	char last_error[256];
 	UT_hash_handle hh;
 };
@@ -40,6 +42,9 @@ static const char *const state_names[] = {
 
 static const char *const profile_units[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_CPU] = "samples",
+	[TARGET_PROFILE_JVM_ALLOC] = "bytes",
+	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = "samples",
+	[TARGET_PROFILE_JVM_MONITORS] = "microseconds",
 };
 
 int targets_new(struct aperture *a, struct targets **out)
@@ -74,6 +79,7 @@ static void target_drop_locked(struct targets *ts, struct target *t)
 {
 	if (t->state == TARGET_ENABLED && ts->a->cpu)
 		cpu_collector_remove(ts->a->cpu, t->pid, aperture_now());
+	jvm_collector_forget(ts->a->jvm, t->pid);
 	HASH_DEL(ts->by_pid, t);
 	target_free(t);
 }
@@ -279,6 +285,17 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 		}
 		t->state = TARGET_ENABLED;
 		t->since = now;
+		/* The JVM part attaches in the background; whatever becomes of it, native
+		 * profiling goes on, and jvm/status says why. */
+		t->jvm = jvm_is_hotspot(t->pid);
+		struct jvm_profiles jp = {
+			.alloc = t->profiles[TARGET_PROFILE_JVM_ALLOC],
+			.alloc_objects = t->profiles[TARGET_PROFILE_JVM_ALLOC_OBJECTS],
+			.monitors = t->profiles[TARGET_PROFILE_JVM_MONITORS],
+		};
+		if (t->jvm && jvm_collector_enable(a->jvm, t->pid, t->id.start_time, t->id.euid,
+						   t->id.rgid, &jp))
+			target_error(t, "enable: could not start attaching to the JVM");
 	}
 	t->expires = duration ? now + (int64_t)duration : 0;
 	return 0;
@@ -290,6 +307,7 @@ static void disable_locked(struct targets *ts, struct target *t, enum target_sta
 	if (t->state == TARGET_ENABLED) {
 		if (ts->a->cpu)
 			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid, now);
+		jvm_collector_disable(ts->a->jvm, t->pid);
 		t->state = to;
 		t->since = now;
 	} else if (to == TARGET_EXITED) {
@@ -549,7 +567,10 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	if (t && t->state == TARGET_EXITED)
 		print_time(out, "retained_until",
 			   t->since + (int64_t)config_get(a, CONFIG_RETAIN_EXITED_S));
-	fprintf(out, "runtime: native\n");
+	fprintf(out, "runtime: %s\n", (t && t->jvm) || (live && jvm_is_hotspot(pid)) ?
+		"jvm" : "native");
+	if (t && t->jvm)
+		jvm_collector_state_line(a->jvm, pid, out);
 	if (!a->cpu)
 		fprintf(out, "cpu: unavailable: %s\n", a->cpu_error);
 	else if (t && t->state == TARGET_ENABLED)

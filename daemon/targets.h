@@ -23,6 +23,9 @@ enum target_state {
 
 enum target_profile {
 	TARGET_PROFILE_CPU,
+	TARGET_PROFILE_JVM_ALLOC,         /* bytes, by Java stack (sampled) */
+	TARGET_PROFILE_JVM_ALLOC_OBJECTS, /* allocation samples */
+	TARGET_PROFILE_JVM_MONITORS,      /* monitor contention, microseconds */
 	TARGET_PROFILE_NR,
 };
 

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include "collectors/jvm/jvm.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
 #include "fs/fs.h"
@@ -180,12 +181,30 @@ out:
 	return err;
 }
 
+static bool is_jvm(struct aperture *a, pid_t pid)
+{
+	return jvm_is_hotspot(pid);
+}
+
+static int render_jvm_status(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return jvm_collector_status(a->jvm, ref->pid, out);
+}
+
+/* The JVM's threads; a process that isn't an attached JVM has nothing to show. */
+static int render_jvm_threads(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	int err = jvm_threads_render(a->jvm, ref->pid, ref->node->arg, out);
+
+	return err == -ENODATA ? 0 : err;
+}
+
 #define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
-       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW };
+       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -209,6 +228,9 @@ const struct node fs_nodes[] = {
 			   .arg = CONFIG_DEBUG_DIRS },
 	[N_WINDOW] = { .name = "window_s", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 		       .render = render_config, .write = write_config, .arg = CONFIG_WINDOW_S },
+	[N_JVM_ALLOC_INTERVAL] = { .name = "jvm_alloc_interval_bytes", .mode = S_IFREG | 0644,
+				   .parent = N_CONFIG, .render = render_config,
+				   .write = write_config, .arg = CONFIG_JVM_ALLOC_INTERVAL },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -228,13 +250,23 @@ const int fs_node_targets = N_TARGETS;
 	{ .name = n, .mode = S_IFREG | 0400, .parent = parent_, .render = render_diff, \
 	  .slow = true, .arg = VIEW_ARG(profile, kind) }
 
-enum { T_DIR };
+/* The folders come first, so their indices are fixed while rows are added below them. */
+enum { T_DIR, T_JVM, T_THREADS };
+
+#define JVM_DIR_NODE(n) \
+	{ .name = n, .mode = S_IFDIR | 0500, .parent = T_DIR, .present = is_jvm }
+#define THREADS_NODE(n, view) \
+	{ .name = n, .mode = S_IFREG | 0400, .parent = T_THREADS, .render = render_jvm_threads, \
+	  .slow = true, .arg = view }
 
 /* Owner-only modes: the owner shown is the target's uid (see fs/access.c), which is exactly
  * who besides root may use them. A node's parent is the index of its directory here, T_DIR
  * being targets/<pid>/ itself. */
 const struct node fs_target_nodes[] = {
 	[T_DIR] = DIR_NODE("", 0500, N_TARGETS),
+	[T_JVM] = JVM_DIR_NODE("jvm"),
+	/* JVM threads for now; native threads/ comes on another branch. */
+	[T_THREADS] = JVM_DIR_NODE("threads"),
 	FILE_NODE("enable", 0600, T_DIR, render_enable, write_enable),
 	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
 	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
@@ -245,6 +277,14 @@ const struct node fs_target_nodes[] = {
 	FILE_NODE("baseline", 0600, T_DIR, render_baseline, write_baseline),
 	DIFF_NODE("diff.folded", T_DIR, TARGET_PROFILE_CPU, DIFF_FOLDED),
 	DIFF_NODE("diff.svg", T_DIR, TARGET_PROFILE_CPU, DIFF_SVG),
+	FILE_NODE("status", 0400, T_JVM, render_jvm_status, NULL),
+	THREADS_NODE("dump", JVM_THREADS_DUMP),
+	THREADS_NODE("deadlocks", JVM_THREADS_DEADLOCKS),
+	THREADS_NODE("deadlocks.json", JVM_THREADS_DEADLOCKS_JSON),
+	THREADS_NODE("busy", JVM_THREADS_BUSY),
+	PROFILE_VIEWS("alloc", T_JVM, TARGET_PROFILE_JVM_ALLOC),
+	PROFILE_VIEWS("alloc_objects", T_JVM, TARGET_PROFILE_JVM_ALLOC_OBJECTS),
+	PROFILE_VIEWS("monitors", T_JVM, TARGET_PROFILE_JVM_MONITORS),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 

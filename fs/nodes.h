@@ -28,6 +28,8 @@ struct node {
 	/* Takes one value per write(); NULL if not writable. */
 	int (*write)(struct aperture *a, const struct node_ref *ref, const char *buf, size_t len);
 	bool slow;        /* rendered in the render pool, off the FUSE threads */
+	/* Whether a target's node exists for pid (jvm/ only for JVMs); NULL: always. */
+	bool (*present)(struct aperture *a, pid_t pid);
 	int arg;          /* which setting, profile or view */
 };
 

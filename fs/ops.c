@@ -73,6 +73,11 @@ static pid_t caller_process(const struct caller *c)
 	return proc_tgid(c->tid, &tgid) ? c->tid : tgid;
 }
 
+static bool node_present(struct aperture *a, const struct node *n, pid_t pid)
+{
+	return !n->present || n->present(a, pid);
+}
+
 static bool is_dir(const struct node_ref *ref)
 {
 	return S_ISDIR(ref->node->mode);
@@ -172,7 +177,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		}
 		for (int i = 1; i < fs_target_nodes_count; i++) {
 			if (fs_target_nodes[i].parent == node_target_index(&dir) &&
-			    !strcmp(fs_target_nodes[i].name, name)) {
+			    !strcmp(fs_target_nodes[i].name, name) &&
+			    node_present(fs->a, &fs_target_nodes[i], dir.pid)) {
 				node_resolve(node_target_ino(dir.pid, i), &ref);
 				reply_entry(req, fs, &ref);
 				return;
@@ -526,7 +532,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		err = listing_add(req, l, "..", parent_ino(&ref), S_IFDIR);
 	if (!err && ref.pid) {
 		for (int i = 1; !err && i < fs_target_nodes_count; i++)
-			if (fs_target_nodes[i].parent == node_target_index(&ref))
+			if (fs_target_nodes[i].parent == node_target_index(&ref) &&
+			    node_present(fs->a, &fs_target_nodes[i], ref.pid))
 				err = listing_add(req, l, fs_target_nodes[i].name,
 						  node_target_ino(ref.pid, i),
 						  fs_target_nodes[i].mode);

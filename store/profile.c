@@ -409,7 +409,9 @@ void profile_reset(struct profile *p)
 	size_t i;
 
 	pthread_mutex_lock(&p->lock);
-	memset(p->totals, 0, p->nstacks * sizeof(*p->totals));
+	/* A profile that never got a stack has no totals array (memset(NULL) is undefined). */
+	if (p->nstacks)
+		memset(p->totals, 0, p->nstacks * sizeof(*p->totals));
 	p->total = 0;
 	for (i = 0; i < PROFILE_HISTORY_S; i++) {
 		free(p->ring[i].entries);

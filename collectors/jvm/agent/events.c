@@ -1,0 +1,335 @@
+/* Allocation samples (SampledObjectAlloc) and monitor contention (MonitorContendedEnter and
+ * Entered), counted by thread and Java stack in a fixed table the daemon drains once a second.
+ *
+ * Callbacks run on the application's threads: they take one short lock, never allocate, and
+ * when the table is full they count a drop instead of growing it. Method names are resolved
+ * at drain time on the agent's own thread. A frame is marked JIT when its method had compiled
+ * code at the time of the event (CompiledMethodLoad/Unload keep that set). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "collectors/jvm/agent/agent.h"
+
+#define SLOTS 4096         /* stacks per drain interval; half full counts as full */
+#define MAX_DEPTH 64
+#define COMPILED_SLOTS 65536
+
+enum kind { K_ALLOC = 1, K_MONITOR };
+
+struct slot {
+	uint64_t hash;
+	uint8_t kind;
+	uint8_t depth;
+	char thread[32];
+	uint64_t jit;              /* bit i: frames[i] was compiled */
+	jmethodID frames[MAX_DEPTH]; /* leaf first */
+	uint64_t value, count;     /* bytes or microseconds; samples or events */
+};
+
+struct compiled {
+	jmethodID method;
+	int loads;                 /* compiled versions alive (C1, C2, OSR) */
+};
+
+static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct slot *slots;     /* allocated once, kept: late callbacks may still come */
+static size_t used;
+static uint64_t dropped;
+static struct compiled *compiled;
+static bool alloc_on, monitors_on, jit_on;
+static long cur_interval;
+
+static __thread char tls_name[32];
+static __thread bool tls_named;
+static __thread struct timespec tls_enter;
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	return (h ^ v) * 1099511628211ULL;
+}
+
+static struct compiled *compiled_find_locked(jmethodID m, bool add)
+{
+	size_t i = ((uintptr_t)m >> 3) % COMPILED_SLOTS;
+
+	for (size_t n = 0; n < COMPILED_SLOTS; n++, i = (i + 1) % COMPILED_SLOTS) {
+		if (compiled[i].method == m)
+			return &compiled[i];
+		if (!compiled[i].method) {
+			if (!add)
+				return NULL;
+			compiled[i].method = m;
+			return &compiled[i];
+		}
+	}
+	return NULL;
+}
+
+static void JNICALL on_compiled_load(jvmtiEnv *jvmti, jmethodID m, jint size, const void *addr,
+				     jint map_len, const jvmtiAddrLocationMap *map,
+				     const void *info)
+{
+	struct compiled *c;
+
+	pthread_mutex_lock(&events_lock);
+	if ((c = compiled_find_locked(m, true)))
+		c->loads++;
+	pthread_mutex_unlock(&events_lock);
+}
+
+static void JNICALL on_compiled_unload(jvmtiEnv *jvmti, jmethodID m, const void *addr)
+{
+	struct compiled *c;
+
+	pthread_mutex_lock(&events_lock);
+	if ((c = compiled_find_locked(m, false)) && c->loads > 0)
+		c->loads--;
+	pthread_mutex_unlock(&events_lock);
+}
+
+static void thread_name(jvmtiEnv *jvmti, jthread thread)
+{
+	jvmtiThreadInfo ti;
+
+	if (tls_named)
+		return;
+	tls_named = true;
+	strcpy(tls_name, "[unknown thread]");
+	if ((*jvmti)->GetThreadInfo(jvmti, thread, &ti) != JVMTI_ERROR_NONE)
+		return;
+	if (ti.name) {
+		snprintf(tls_name, sizeof(tls_name), "%s", ti.name);
+		(*jvmti)->Deallocate(jvmti, (unsigned char *)ti.name);
+	}
+}
+
+/* Counts one event of the current thread's stack. */
+static void record(jvmtiEnv *jvmti, jthread thread, enum kind kind, uint64_t value)
+{
+	jvmtiFrameInfo frames[MAX_DEPTH];
+	jint depth = 0;
+	uint64_t h = kind, jit = 0;
+	size_t i;
+
+	thread_name(jvmti, thread);
+	if ((*jvmti)->GetStackTrace(jvmti, NULL, 0, MAX_DEPTH, frames, &depth) != JVMTI_ERROR_NONE ||
+	    depth <= 0)
+		return;
+	for (const char *p = tls_name; *p; p++)
+		h = mix(h, (unsigned char)*p);
+	pthread_mutex_lock(&events_lock);
+	for (jint f = 0; f < depth; f++) {
+		struct compiled *c = jit_on ? compiled_find_locked(frames[f].method, false) : NULL;
+
+		if (c && c->loads > 0)
+			jit |= 1ULL << f;
+		h = mix(h, (uintptr_t)frames[f].method);
+	}
+	h = mix(h, jit);
+	for (i = h % SLOTS;; i = (i + 1) % SLOTS) {
+		struct slot *s = &slots[i];
+
+		if (!s->kind) {
+			if (used >= SLOTS / 2) {
+				dropped++;
+				goto out;
+			}
+			used++;
+			*s = (struct slot){ .hash = h, .kind = kind, .depth = depth, .jit = jit };
+			memcpy(s->thread, tls_name, sizeof(s->thread));
+			for (jint f = 0; f < depth; f++)
+				s->frames[f] = frames[f].method;
+			break;
+		}
+		if (s->hash == h && s->kind == kind && s->depth == depth && s->jit == jit &&
+		    !strcmp(s->thread, tls_name))
+			break;
+	}
+	slots[i].value += value;
+	slots[i].count++;
+out:
+	pthread_mutex_unlock(&events_lock);
+}
+
+static void JNICALL on_alloc(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jobject object,
+			     jclass klass, jlong size)
+{
+	record(jvmti, thread, K_ALLOC, size);
+}
+
+static void JNICALL on_contended_enter(jvmtiEnv *jvmti, JNIEnv *env, jthread thread,
+				       jobject object)
+{
+	clock_gettime(CLOCK_MONOTONIC, &tls_enter);
+}
+
+static void JNICALL on_contended_entered(jvmtiEnv *jvmti, JNIEnv *env, jthread thread,
+					 jobject object)
+{
+	struct timespec now;
+	int64_t us;
+
+	if (!tls_enter.tv_sec)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	us = (now.tv_sec - tls_enter.tv_sec) * 1000000 + (now.tv_nsec - tls_enter.tv_nsec) / 1000;
+	tls_enter.tv_sec = 0;
+	record(jvmti, thread, K_MONITOR, us > 0 ? us : 0);
+}
+
+static bool take(jvmtiEnv *jvmti, jvmtiCapabilities *caps, jvmtiError *err)
+{
+	*err = (*jvmti)->AddCapabilities(jvmti, caps);
+	return *err == JVMTI_ERROR_NONE;
+}
+
+static bool enable(jvmtiEnv *jvmti, jvmtiEvent ev)
+{
+	return (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, ev, NULL) ==
+	       JVMTI_ERROR_NONE;
+}
+
+void events_start(jvmtiEnv *jvmti, long interval, struct buf *b)
+{
+	jvmtiEventCallbacks cb = {
+		.SampledObjectAlloc = on_alloc,
+		.MonitorContendedEnter = on_contended_enter,
+		.MonitorContendedEntered = on_contended_entered,
+		.CompiledMethodLoad = on_compiled_load,
+		.CompiledMethodUnload = on_compiled_unload,
+	};
+	jvmtiCapabilities alloc = { .can_generate_sampled_object_alloc_events = 1 };
+	jvmtiCapabilities mon = { .can_generate_monitor_events = 1 };
+	jvmtiCapabilities jit = { .can_generate_compiled_method_load_events = 1 };
+	jvmtiError err;
+
+	pthread_mutex_lock(&events_lock);
+	if (!slots)
+		slots = calloc(SLOTS, sizeof(*slots));
+	if (!compiled)
+		compiled = calloc(COMPILED_SLOTS, sizeof(*compiled));
+	pthread_mutex_unlock(&events_lock);
+	if (!slots || !compiled ||
+	    (*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof(cb)) != JVMTI_ERROR_NONE) {
+		buf_printf(b, "alloc=error monitors=error jit=error\n");
+		return;
+	}
+	jit_on = take(jvmti, &jit, &err) && enable(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD) &&
+		 enable(jvmti, JVMTI_EVENT_COMPILED_METHOD_UNLOAD);
+	/* Replays the methods compiled before the attach. */
+	if (jit_on)
+		(*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD);
+	monitors_on = take(jvmti, &mon, &err) &&
+		      enable(jvmti, JVMTI_EVENT_MONITOR_CONTENDED_ENTER) &&
+		      enable(jvmti, JVMTI_EVENT_MONITOR_CONTENDED_ENTERED);
+	/* A solo capability: one environment in the JVM may hold it. */
+	alloc_on = take(jvmti, &alloc, &err) &&
+		   (*jvmti)->SetHeapSamplingInterval(jvmti, interval) == JVMTI_ERROR_NONE &&
+		   enable(jvmti, JVMTI_EVENT_SAMPLED_OBJECT_ALLOC);
+	cur_interval = interval;
+	buf_printf(b, "alloc=%s monitors=%s jit=%s\n",
+		   alloc_on ? "on" : err == JVMTI_ERROR_NOT_AVAILABLE ? "solo-held" : "error",
+		   monitors_on ? "on" : "error", jit_on ? "on" : "error");
+}
+
+void events_stop(jvmtiEnv *jvmti)
+{
+	jvmtiCapabilities caps = {
+		.can_generate_sampled_object_alloc_events = alloc_on,
+		.can_generate_monitor_events = monitors_on,
+		.can_generate_compiled_method_load_events = jit_on,
+	};
+
+	(*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE, JVMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+					   NULL);
+	(*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE,
+					   JVMTI_EVENT_MONITOR_CONTENDED_ENTER, NULL);
+	(*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE,
+					   JVMTI_EVENT_MONITOR_CONTENDED_ENTERED, NULL);
+	(*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE,
+					   JVMTI_EVENT_COMPILED_METHOD_LOAD, NULL);
+	(*jvmti)->SetEventNotificationMode(jvmti, JVMTI_DISABLE,
+					   JVMTI_EVENT_COMPILED_METHOD_UNLOAD, NULL);
+	(*jvmti)->RelinquishCapabilities(jvmti, &caps);
+	pthread_mutex_lock(&events_lock);
+	alloc_on = monitors_on = jit_on = false;
+	if (slots)
+		memset(slots, 0, SLOTS * sizeof(*slots));
+	if (compiled)
+		memset(compiled, 0, COMPILED_SLOTS * sizeof(*compiled));
+	used = 0;
+	pthread_mutex_unlock(&events_lock);
+}
+
+/* "pkg.Class.method", from the class signature "Lpkg/Class;". */
+static void frame_name(jvmtiEnv *jvmti, JNIEnv *env, jmethodID m, bool jit, struct buf *b)
+{
+	char *name = NULL, *sig = NULL;
+	jclass cls = NULL;
+
+	if ((*jvmti)->GetMethodName(jvmti, m, &name, NULL, NULL) != JVMTI_ERROR_NONE)
+		name = NULL;
+	if ((*jvmti)->GetMethodDeclaringClass(jvmti, m, &cls) != JVMTI_ERROR_NONE ||
+	    (*jvmti)->GetClassSignature(jvmti, cls, &sig, NULL) != JVMTI_ERROR_NONE)
+		sig = NULL;
+	buf_add(b, "\t", 1);
+	if (sig && sig[0] == 'L') {
+		for (char *p = sig + 1; *p && *p != ';'; p++) {
+			char c = *p == '/' ? '.' : *p;
+
+			/* hidden classes (lambdas) end in ".0x<address>": the address differs per
+			 * run and says nothing, so it goes */
+			if ((*p == '.' || *p == '/') && p[1] == '0' && p[2] == 'x')
+				break;
+			if (c != '\t' && c != '\n' && c != ';')
+				buf_add(b, &c, 1);
+		}
+		buf_add(b, ".", 1);
+	}
+	buf_printf(b, "%s%s", name ? name : "[unknown]", jit ? "_[j]" : "");
+	if (name)
+		(*jvmti)->Deallocate(jvmti, (unsigned char *)name);
+	if (sig)
+		(*jvmti)->Deallocate(jvmti, (unsigned char *)sig);
+	if (cls)
+		(*env)->DeleteLocalRef(env, cls);
+}
+
+void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b)
+{
+	struct slot *copy = malloc(SLOTS * sizeof(*copy));
+	size_t n = 0;
+	uint64_t lost;
+
+	if (!copy) {
+		b->overflow = true;
+		return;
+	}
+	pthread_mutex_lock(&events_lock);
+	for (size_t i = 0; slots && i < SLOTS; i++)
+		if (slots[i].kind)
+			copy[n++] = slots[i];
+	if (slots)
+		memset(slots, 0, SLOTS * sizeof(*slots));
+	used = 0;
+	lost = dropped;
+	dropped = 0;
+	if (alloc_on && interval != cur_interval &&
+	    (*jvmti)->SetHeapSamplingInterval(jvmti, interval) == JVMTI_ERROR_NONE)
+		cur_interval = interval;
+	pthread_mutex_unlock(&events_lock);
+	buf_printf(b, "D\t%llu\n", (unsigned long long)lost);
+	for (size_t i = 0; i < n; i++) {
+		const struct slot *s = &copy[i];
+
+		buf_printf(b, "%c\t%llu\t%llu", s->kind == K_ALLOC ? 'A' : 'M',
+			   (unsigned long long)s->value, (unsigned long long)s->count);
+		buf_field(b, s->thread);
+		for (int f = s->depth - 1; f >= 0; f--)
+			frame_name(jvmti, env, s->frames[f], s->jit >> f & 1, b);
+		buf_add(b, "\n", 1);
+	}
+	free(copy);
+}

@@ -1,0 +1,100 @@
+/* What the JVM collector's files share. */
+#ifndef APERTURE_COLLECTORS_JVM_INTERNAL_H
+#define APERTURE_COLLECTORS_JVM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+enum jvm_runtime { JVM_NONE, JVM_HOTSPOT, JVM_OTHER };
+
+/* discover.c */
+enum jvm_runtime jvm_runtime_of(pid_t pid);
+/* pid as the JVM's own pid namespace numbers it: the attach files are named by it. */
+int jvm_nspid(pid_t pid, pid_t *nspid);
+/* Whether -XX:+DisableAttachMechanism is in effect (command line or JAVA_TOOL_OPTIONS). */
+bool jvm_attach_disabled(pid_t pid);
+
+/* attach.c. Each returns 0 or a negative errno with the reason in why. */
+
+/* Copies the agent into the target's /tmp as name (versioned by content), readable by
+ * everyone and writable by no one; a copy already there is reused, so a JVM that loaded it
+ * before loads the same library again. */
+int jvm_agent_install(pid_t pid, const char *agent_path, const char *name, char *why,
+		      size_t whylen);
+/* Listens on a unix socket in the target's /tmp, owned by uid. *inside: its path as the JVM
+ * sees it; *host: as the daemon reaches it (to unlink it). */
+int jvm_channel_listen(pid_t pid, uid_t uid, gid_t gid, char *inside, size_t insidelen,
+		       char *host, size_t hostlen, int *fd, char *why, size_t whylen);
+/* Accepts the agent's connection, from pid only, within timeout_ms. */
+int jvm_channel_accept(int lfd, pid_t pid, int timeout_ms, int *fd, char *why, size_t whylen);
+/* HotSpot's attach protocol, in a helper process running as uid: `load <agent> true
+ * <options>`. Kills the helper past timeout_ms. 0 when Agent_OnAttach returned 0. */
+int jvm_attach_load(pid_t pid, pid_t nspid, uid_t uid, gid_t gid, const char *agent_inside,
+		    const char *options, int timeout_ms, char *why, size_t whylen);
+
+/* records.c: the agent's thread records (protocol.h), parsed. */
+struct jvm_lock {
+	char *hash, *cls;
+	int depth;             /* monitors: the frame that locked it */
+};
+
+struct jvm_frame {
+	char *cls, *method, *file;
+	int line;
+	bool native;
+};
+
+struct jvm_thread {
+	long long id;
+	char *name, *state;
+	bool daemon, in_native;
+	long long cpu_ns;      /* -1 unknown */
+	long long owner_id;    /* -1 none */
+	char *owner_name;
+	struct jvm_lock lock;  /* what it waits for; hash empty when nothing */
+	struct jvm_frame *frames;
+	size_t nframes;
+	struct jvm_lock *monitors, *syncs;
+	size_t nmonitors, nsyncs;
+	pid_t tid;             /* matched by the daemon; 0 unknown */
+};
+
+struct jvm_threads {
+	struct jvm_thread *v;
+	size_t n;
+	char *text;            /* the records, which the strings point into */
+};
+
+int jvm_threads_parse(char *text, size_t len, struct jvm_threads *out);
+void jvm_threads_free(struct jvm_threads *t);
+
+/* events.c: a drain reply's records (protocol.h) added to profiles at second sec. -EPROTO
+ * for a malformed line (the lines before it are kept). */
+struct jvm_profiles;
+int jvm_events_add(char *text, size_t len, const struct jvm_profiles *p, int64_t sec,
+		   uint64_t *lost);
+
+/* threads.c: renderers over parsed records. */
+struct jvm_task_cpu {
+	pid_t tid;
+	char comm[16];
+	uint64_t cpu_ns;       /* the kernel's sum_exec_runtime */
+};
+
+/* Every thread of pid with its CPU time; *v is the caller's to free. */
+int jvm_tasks_read(pid_t pid, struct jvm_task_cpu **v, size_t *n);
+/* Fills each Java thread's tid: same comm (the first 15 bytes of its name) and the nearest
+ * CPU time. */
+void jvm_threads_match(struct jvm_threads *t, const struct jvm_task_cpu *tasks, size_t n);
+
+int jvm_render_dump(const struct jvm_threads *t, pid_t pid, FILE *out);
+int jvm_render_deadlocks(const struct jvm_threads *t, FILE *out);
+int jvm_render_deadlocks_json(const struct jvm_threads *t, pid_t pid, FILE *out);
+/* base: CPU times at the start of the window, now: at its end, secs its length. */
+int jvm_render_busy(const struct jvm_threads *t, const struct jvm_task_cpu *base, size_t nbase,
+		    const struct jvm_task_cpu *now, size_t nnow, double secs, FILE *out);
+
+#endif

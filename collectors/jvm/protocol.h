@@ -1,0 +1,43 @@
+/* The channel between the daemon and its JVMTI agent, version APERTURE_AGENT_PROTOCOL.
+ *
+ * The daemon listens on a unix socket inside the target's filesystem view and loads the agent
+ * with the options "v=<protocol>,sock=<path as the JVM sees it>". The agent connects and sends
+ * one line: "aperture-agent <protocol> <ready|no-management> <java.vm.version>". Then the
+ * daemon sends one request line at a time and reads "<status> <length>\n" and length bytes:
+ * status 0 and records, or status 1 and an error text.
+ *
+ * Requests: "threads" (every live thread), "stacks" (the same without the locks each thread
+ * holds, which cost HotSpot a heap walk) and "deadlocks" (the threads in deadlock cycles, as
+ * ThreadMXBean.findDeadlockedThreads finds them: monitors and ownable synchronizers). Their
+ * records are lines of tab-separated fields:
+ *   T id name state daemon in_native cpu_ns lock_owner_id lock_owner_name lock_hash lock_class
+ *   F class method file line is_native          one per stack frame, top first
+ *   M depth hash class                          a monitor the thread holds, locked at frame depth
+ *   S hash class                                an ownable synchronizer the thread holds
+ * Hashes are identity hash codes in hex; cpu_ns is -1 when unknown; lock_owner_id is -1 when
+ * none.
+ *
+ * "events <interval>" turns on allocation sampling (one sample per interval bytes, on
+ * average), monitor contention and JIT tracking, and answers one line saying which it got:
+ * "alloc=on|solo-held|error monitors=on|error jit=on|error" (solo-held: another agent holds
+ * the solo capability can_generate_sampled_object_alloc_events). "drain <interval>" answers
+ * what was counted since the last drain and resets it (applying a changed interval):
+ *   D lost                                  events dropped: the agent's table was full
+ *   A bytes samples thread frame...         allocation samples by stack, root first
+ *   M microseconds events thread frame...   monitor contention by stack, root first
+ * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code. */
+#ifndef APERTURE_COLLECTORS_JVM_PROTOCOL_H
+#define APERTURE_COLLECTORS_JVM_PROTOCOL_H
+
+#define APERTURE_AGENT_PROTOCOL 1
+#define APERTURE_AGENT_HELLO "aperture-agent"
+
+/* Agent_OnAttach's return codes, shown by the attach listener as "return code: N". */
+enum {
+	APERTURE_AGENT_EOPTIONS = 101, /* options malformed */
+	APERTURE_AGENT_EVERSION = 102, /* another protocol version */
+	APERTURE_AGENT_EBUSY = 103,    /* a session of another daemon is live */
+	APERTURE_AGENT_ETHREAD = 104,  /* could not start its thread */
+};
+
+#endif

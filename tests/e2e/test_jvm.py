@@ -1,0 +1,390 @@
+"""JVM collection against real JVMs (OpenJDK 17), with programs javac compiles here: attach
+from C, thread dumps, deadlocks as jstack reports them, busy threads, and the ways an attach
+fails. One JVM with known threads serves most tests."""
+import errno
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import OTHER_UID, REPO, parse_status, read, wait_for, write, write_errno
+
+JAVA_SRC = REPO / "tests" / "workloads" / "java"
+THREAD_NAMES = {"mon-a", "mon-b", "juc-a", "juc-b", "spinner", "holder", "waiter", "idle-1"}
+
+
+@pytest.fixture(scope="module")
+def classes(scratch):
+    """The workloads' classes, readable by every user."""
+    out = scratch / "classes"
+    out.mkdir()
+    subprocess.run(["javac", "-d", str(out), *map(str, JAVA_SRC.glob("*.java"))], check=True)
+    for p in [out, *out.iterdir()]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return out
+
+
+class Jvm:
+    """A java process running one of the workloads; prefix runs it under setpriv or
+    unshare. pid is the JVM's own pid on the host."""
+
+    def __init__(self, classes, main, *flags, prefix=()):
+        self.proc = subprocess.Popen([*prefix, "java", *flags, "-cp", str(classes), main],
+                                     stdout=subprocess.PIPE, text=True)
+        self.pid = wait_for(self._java_pid, 10, f"{main}'s JVM to start")
+
+    def _java_pid(self):
+        """The java process: the one we started, or its child under unshare --fork."""
+        candidates = [self.proc.pid]
+        try:
+            candidates += [int(c) for c in
+                           read(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").split()]
+        except OSError:
+            return None
+        for pid in candidates:
+            try:
+                if "/libjvm.so" in read(f"/proc/{pid}/maps"):
+                    return pid
+            except OSError:
+                pass
+        return None
+
+    def wait_ready(self):
+        assert self.proc.stdout.readline().strip() == "ready"
+        return self
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def jvm(classes):
+    j = Jvm(classes, "Threads").wait_ready()
+    yield j
+    j.kill()
+
+
+def jvm_status(daemon, pid):
+    return parse_status(read(daemon.target(pid) / "jvm" / "status"))
+
+
+def enable_and_attach(daemon, pid, timeout=20):
+    write(daemon.target(pid) / "enable", "1")
+    st = wait_for(lambda: (lambda s: s if s["state"] != "attaching" else None)(
+        jvm_status(daemon, pid)), timeout, f"the attach to {pid} to end")
+    assert st["state"] == "attached", f"attach failed: {st}"
+    return st
+
+
+@pytest.fixture(scope="module")
+def attached(daemon, jvm):
+    enable_and_attach(daemon, jvm.pid)
+    return jvm
+
+
+def threads_file(daemon, pid, name):
+    return read(daemon.target(pid) / "threads" / name)
+
+
+def parse_deadlocks(text):
+    """jstack's deadlock report into [{thread: (kind, lock hash, lock class, holder)}]."""
+    cycles = []
+    for block in text.split("Found one Java-level deadlock:\n")[1:]:
+        head = block.split("Java stack information")[0]
+        cycle = {}
+        for m in re.finditer(r'^"(.+)":\n  (waiting to lock monitor|waiting for ownable '
+                             r'synchronizer) <0x([0-9a-f]+)>,? \(a (\S+)\),\n'
+                             r'  which is held by "(.+)"$', head, re.M):
+            kind = "monitor" if "monitor" in m[2] else "synchronizer"
+            cycle[m[1]] = (kind, m[3], m[4], m[5])
+        cycles.append(cycle)
+    return cycles
+
+
+def test_jvm_folder_only_for_jvms(daemon, jvm, workloads):
+    other = workloads.start("/bin/sleep", 60).pid
+    assert "jvm" in os.listdir(daemon.target(jvm.pid))
+    assert "jvm" not in os.listdir(daemon.target(other))
+    assert not (daemon.target(other) / "jvm").exists()
+    assert daemon.status(jvm.pid)["runtime"] == "jvm"
+    assert daemon.status(other)["runtime"] == "native"
+
+
+def test_deadlocks_name_exactly_the_deadlocked_threads_and_their_locks(daemon, attached):
+    cycles = parse_deadlocks(threads_file(daemon, attached.pid, "deadlocks"))
+    by_names = {frozenset(c): c for c in cycles}
+    assert set(by_names) == {frozenset({"mon-a", "mon-b"}), frozenset({"juc-a", "juc-b"})}
+    mon, juc = by_names[frozenset({"mon-a", "mon-b"})], by_names[frozenset({"juc-a", "juc-b"})]
+    assert mon["mon-a"][3] == "mon-b" and mon["mon-b"][3] == "mon-a"
+    assert juc["juc-a"][3] == "juc-b" and juc["juc-b"][3] == "juc-a"
+    assert {v[:1] + v[2:3] for v in mon.values()} == {("monitor", "java.lang.Object")}
+    assert {v[:1] + v[2:3] for v in juc.values()} == {
+        ("synchronizer", "java.util.concurrent.locks.ReentrantLock$NonfairSync")}
+    # Each waits for the lock the other holds: check against the holders' own dump.
+    dump = {t["name"]: t for t in json.loads(threads_file(daemon, attached.pid, "dump"))["threads"]}
+    for name, (kind, lock, _, holder) in {**mon, **juc}.items():
+        held = (dump[holder]["locked_monitors"] if kind == "monitor"
+                else dump[holder]["locked_synchronizers"])
+        assert lock in {h["identity_hash"] for h in held}, (name, lock, dump[holder])
+    # jstack agrees on who is deadlocked.
+    js = subprocess.run(["jstack", str(attached.pid)], capture_output=True, text=True,
+                        timeout=30).stdout
+    jstack_names = set(re.findall(r'^"(.+)":\n  (?:waiting to lock monitor|waiting for ownable)',
+                                  js, re.M))
+    assert jstack_names == {"mon-a", "mon-b", "juc-a", "juc-b"}
+
+
+def test_deadlocks_json(daemon, attached):
+    doc = json.loads(threads_file(daemon, attached.pid, "deadlocks.json"))
+    cycles = [{t["name"]: t for t in c["threads"]} for c in doc["deadlocks"]]
+    assert sorted(sorted(c) for c in cycles) == [["juc-a", "juc-b"], ["mon-a", "mon-b"]]
+    for c in cycles:
+        for name, t in c.items():
+            assert t["lock_owner"]["name"] in c and t["lock_owner"]["name"] != name
+            assert t["waits_for"] == ("monitor" if name.startswith("mon") else
+                                      "ownable_synchronizer")
+
+
+def test_dump_has_every_thread_with_its_native_tid(daemon, attached):
+    doc = json.loads(threads_file(daemon, attached.pid, "dump"))
+    threads = {t["name"]: t for t in doc["threads"]}
+    assert THREAD_NAMES <= set(threads)
+    for name in THREAD_NAMES:
+        t = threads[name]
+        comm = read(f"/proc/{attached.pid}/task/{t['tid']}/comm").strip()
+        assert comm == name, (name, t["tid"], comm)
+        assert t["daemon"] is True and t["cpu_time_ns"] >= 0
+    assert threads["spinner"]["state"] == "RUNNABLE"
+    assert threads["spinner"]["stack"][0]["method"] == "spin"
+    # waiter is blocked on the monitor holder holds: no deadlock, but a lock and its owner.
+    waiter, holder = threads["waiter"], threads["holder"]
+    assert waiter["state"] == "BLOCKED" and waiter["lock_owner"]["name"] == "holder"
+    assert waiter["lock"]["identity_hash"] in {
+        m["identity_hash"] for m in holder["locked_monitors"]}
+    assert holder["stack"][holder["locked_monitors"][0]["stack_depth"]]["method"] == \
+        "holdAndSleep"
+
+
+def test_spinning_thread_tops_busy(daemon, attached):
+    time.sleep(1)
+    rows = [l for l in threads_file(daemon, attached.pid, "busy").splitlines()
+            if l and not l.startswith(("#", "\t"))]
+    tid, name, cpu_ms, share, evidence = re.match(r'(\d+) "(.+)" (\S+) (\S+) (\S+)$',
+                                                  rows[0]).groups()
+    assert name == "spinner" and evidence == "thread_cpu" and float(cpu_ms) > 20
+    assert read(f"/proc/{attached.pid}/task/{tid}/comm").strip() == "spinner"
+
+
+def test_disable_then_enable_reuses_the_agent(daemon, attached):
+    write(daemon.target(attached.pid) / "enable", "0")
+    wait_for(lambda: jvm_status(daemon, attached.pid)["state"] == "detached", 5, "detach")
+    assert threads_file(daemon, attached.pid, "deadlocks") == ""
+    maps = read(f"/proc/{attached.pid}/maps")
+    agents = set(re.findall(r"\S*aperture-jvm-agent\S*\.so", maps))
+    assert len(agents) == 1
+    enable_and_attach(daemon, attached.pid)
+    assert set(re.findall(r"\S*aperture-jvm-agent\S*\.so",
+                          read(f"/proc/{attached.pid}/maps"))) == agents
+    assert "Found 2 deadlocks." in threads_file(daemon, attached.pid, "deadlocks")
+    # Off and on at once: the agent's ending session doesn't make the new attach fail.
+    write(daemon.target(attached.pid) / "enable", "0")
+    enable_and_attach(daemon, attached.pid)
+    assert "Found 2 deadlocks." in threads_file(daemon, attached.pid, "deadlocks")
+
+
+def test_attach_disabled_says_so_and_native_profile_goes_on(daemon, classes):
+    j = Jvm(classes, "Threads", "-XX:+DisableAttachMechanism").wait_ready()
+    try:
+        write(daemon.target(j.pid) / "enable", "1")
+        st = wait_for(lambda: (lambda s: s if s["state"] == "failed" else None)(
+            jvm_status(daemon, j.pid)), 10, "the attach to fail")
+        assert "attach disabled" in st["reason"] and "DisableAttachMechanism" in st["reason"]
+        assert "jvm: failed: attach disabled" in read(daemon.target(j.pid) / "status")
+        daemon.wait_samples(j.pid, 20)
+        assert threads_file(daemon, j.pid, "deadlocks") == ""
+        # No SIGQUIT was sent: the JVM would have printed a thread dump.
+        assert not os.path.exists(f"/proc/{j.pid}/root/tmp/.java_pid{j.pid}")
+    finally:
+        j.kill()
+
+
+def test_jvm_of_another_user_attaches(daemon, classes):
+    j = Jvm(classes, "Threads", prefix=["setpriv", f"--reuid={OTHER_UID}",
+                                        f"--regid={OTHER_UID}", "--clear-groups"]).wait_ready()
+    try:
+        enable_and_attach(daemon, j.pid)
+        assert len(parse_deadlocks(threads_file(daemon, j.pid, "deadlocks"))) == 2
+    finally:
+        j.kill()
+
+
+def test_jvm_in_its_own_pid_and_mount_namespace_attaches(daemon, classes):
+    j = Jvm(classes, "Threads",
+            prefix=["unshare", "--pid", "--fork", "--mount-proc"]).wait_ready()
+    try:
+        nspid = read(f"/proc/{j.pid}/status").split("NSpid:")[1].split("\n")[0].split()
+        assert len(nspid) == 2 and nspid[1] != str(j.pid)  # really in its own namespace
+        enable_and_attach(daemon, j.pid)
+        assert len(parse_deadlocks(threads_file(daemon, j.pid, "deadlocks"))) == 2
+    finally:
+        j.kill()
+
+
+def test_jvm_exiting_during_attach(daemon, classes):
+    """A stopped JVM never answers; it dies while the attach waits. Readers stay fast."""
+    j = Jvm(classes, "Threads").wait_ready()
+    try:
+        os.kill(j.pid, signal.SIGSTOP)
+        write(daemon.target(j.pid) / "enable", "1")
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert jvm_status(daemon, j.pid)["state"] == "attaching"
+        assert threads_file(daemon, j.pid, "dump") == ""
+        assert time.monotonic() - t0 < 1
+        os.kill(j.pid, signal.SIGKILL)
+        j.proc.wait()
+        st = wait_for(lambda: (lambda s: s if "jvm: failed" in s else None)(
+            read(daemon.target(j.pid) / "status")), 15, "the attach to end")
+        assert "jvm: failed: the JVM exited during attach" in st
+    finally:
+        j.kill()
+
+
+def test_jvm_exiting_during_collection(daemon, classes):
+    j = Jvm(classes, "Threads").wait_ready()
+    try:
+        enable_and_attach(daemon, j.pid)
+        j.kill()
+        st = wait_for(lambda: (lambda s: s if "jvm: failed" in s else None)(
+            read(daemon.target(j.pid) / "status")), 5, "the session to end")
+        assert "jvm: failed: the JVM exited during collection" in st
+        assert parse_status(st)["state"] == "exited"
+        assert daemon.proc.poll() is None
+    finally:
+        j.kill()
+
+
+@pytest.fixture(scope="module")
+def hot(daemon, classes):
+    j = Jvm(classes, "Hot").wait_ready()
+    enable_and_attach(daemon, j.pid)
+    wait_events(daemon, j.pid)
+    yield j
+    j.kill()
+
+
+def wait_events(daemon, pid):
+    """jvm/status once the agent has said which events it could turn on."""
+    return wait_for(lambda: (lambda s: s if s["alloc"] != "off" else None)(
+        jvm_status(daemon, pid)), 5, "events to start")
+
+
+def folded_by_leaf(text):
+    """{leaf frame without its _[j] mark: total} of a folded file."""
+    totals = {}
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        leaf = stack.split(";")[-1].removesuffix("_[j]")
+        totals[leaf] = totals.get(leaf, 0) + int(count)
+    return totals
+
+
+def test_allocation_heavy_method_tops_alloc(daemon, hot):
+    jvm_dir = daemon.target(hot.pid) / "jvm"
+    st = jvm_status(daemon, hot.pid)
+    assert st["alloc"].startswith("on, one sample per 524288 bytes")
+    wait_for(lambda: read(jvm_dir / "alloc.folded"), 10, "allocation samples")
+    time.sleep(2)
+    # Samples first: bytes read later can only have grown.
+    by_objects = folded_by_leaf(read(jvm_dir / "alloc_objects.folded"))
+    by_bytes = folded_by_leaf(read(jvm_dir / "alloc.folded"))
+    assert max(by_bytes, key=by_bytes.get) == "Hot.allocateBig"
+    assert max(by_objects, key=by_objects.get) == "Hot.allocateBig"
+    # Bytes are the sampled sizes: 64 KiB arrays, about one sample per 512 KiB.
+    assert by_bytes["Hot.allocateBig"] >= 64 * 1024 * by_objects["Hot.allocateBig"]
+    stack = next(l for l in read(jvm_dir / "alloc.folded").splitlines() if "allocateBig" in l)
+    frames = stack.rpartition(" ")[0].split(";")
+    assert frames[0] == "allocator"
+    assert [f.removesuffix("_[j]") for f in frames[-2:]] == ["Hot.allocate", "Hot.allocateBig"]
+    assert not any("0x" in f for f in frames), "hidden classes' addresses are dropped"
+
+
+def test_contended_block_tops_monitors(daemon, hot):
+    jvm_dir = daemon.target(hot.pid) / "jvm"
+    assert jvm_status(daemon, hot.pid)["monitors"] == "on"
+    wait_for(lambda: read(jvm_dir / "monitors.folded"), 10, "monitor contention")
+    time.sleep(1)
+    stacks = read(jvm_dir / "monitors.folded").splitlines()
+    by_leaf = folded_by_leaf("\n".join(stacks))
+    assert max(by_leaf, key=by_leaf.get) == "Hot.contended"
+    threads = {l.split(";")[0] for l in stacks if "Hot.contended" in l}
+    assert threads <= {"contender-1", "contender-2", "contender-3"} and len(threads) >= 2
+    # Each holds the lock ~2 ms: waiting is measured in microseconds, not events.
+    assert by_leaf["Hot.contended"] > 2000
+
+
+def test_disable_stops_events_and_gives_back_the_solo_capability(daemon, hot):
+    """The re-enabled session gets the solo allocation capability again: the first one gave it
+    back (two environments can't hold it at once)."""
+    jvm_dir = daemon.target(hot.pid) / "jvm"
+    write(daemon.target(hot.pid) / "enable", "0")
+    wait_for(lambda: jvm_status(daemon, hot.pid)["state"] == "detached", 5, "detach")
+    before = read(jvm_dir / "alloc.folded")
+    time.sleep(1.5)
+    assert read(jvm_dir / "alloc.folded") == before
+    enable_and_attach(daemon, hot.pid)
+    st = wait_events(daemon, hot.pid)
+    assert st["alloc"].startswith("on")
+    wait_for(lambda: read(jvm_dir / "alloc.folded") != before, 10, "new allocation samples")
+
+
+def test_alloc_interval_is_a_validated_setting(daemon):
+    path = daemon.mnt / "config" / "jvm_alloc_interval_bytes"
+    assert read(path) == "524288\n"
+    assert write_errno(path, "12") == errno.ERANGE
+    assert "jvm_alloc_interval_bytes" in daemon.status()["last_error"]
+    assert read(path) == "524288\n"
+
+
+SOLO_AGENT = r"""
+#include <jvmti.h>
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved)
+{
+	static jvmtiEnv *jvmti;
+	jvmtiCapabilities caps = { .can_generate_sampled_object_alloc_events = 1 };
+
+	if ((*vm)->GetEnv(vm, (void **)&jvmti, JVMTI_VERSION_11) != JNI_OK)
+		return 1;
+	return (*jvmti)->AddCapabilities(jvmti, &caps) == JVMTI_ERROR_NONE ? 0 : 2;
+}
+"""
+
+
+def test_solo_capability_held_by_another_agent(daemon, classes, scratch):
+    src, lib = scratch / "solo.c", scratch / "libsolo.so"
+    src.write_text(SOLO_AGENT)
+    inc = "/usr/lib/jvm/java-17-openjdk-amd64/include"
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{inc}", f"-I{inc}/linux", "-o", str(lib),
+                    str(src)], check=True)
+    j = Jvm(classes, "Hot", f"-agentpath:{lib}").wait_ready()
+    try:
+        enable_and_attach(daemon, j.pid)
+        st = wait_events(daemon, j.pid)
+        assert st["alloc"] == ("unavailable: another JVMTI agent holds the solo capability "
+                               "can_generate_sampled_object_alloc_events")
+        assert st["monitors"] == "on"
+        wait_for(lambda: read(daemon.target(j.pid) / "jvm" / "monitors.folded"), 10,
+                 "monitor contention still collected")
+    finally:
+        j.kill()
