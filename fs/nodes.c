@@ -108,6 +108,8 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 	if (err)
 		return err;
 	view_meta_fill(a, ref->pid, which, title, sizeof(title), &m);
+	if (m.now < snap->since) /* reset after it stopped */
+		m.now = snap->since;
 	switch (VIEW_ARG_VIEW(ref->node->arg)) {
 	case VIEW_FOLDED:
 		err = view_folded(snap, out);
