@@ -14,20 +14,20 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
 	build-essential meson ninja-build pkg-config clang llvm libclang-rt-14-dev bpftool \
 	libbpf-dev libfuse3-dev fuse3 libdw-dev libelf-dev libcjson-dev uthash-dev zlib1g-dev \
-	libcmocka-dev python3 python3-pytest rsync tar util-linux procps
+	libcmocka-dev python3 python3-pytest rsync tar util-linux procps \
+	protobuf-c-compiler libprotobuf-c-dev protobuf-compiler python3-protobuf \
+	chromium chromium-driver python3-selenium nodejs
+# The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.
+command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
+npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2
+# The demangler (libiberty); a stock Debian binary with its debug package, for the tests.
+apt-get install -y -q --no-install-recommends libiberty-dev python3.11-dbg
 
 if [ ! -r /sys/kernel/btf/vmlinux ]; then
 	echo "setup.sh: this kernel has no BTF (/sys/kernel/btf/vmlinux); aperture's BPF" \
 	     "programs are built against it (or pass -Dvmlinux_h=PATH to meson)" >&2
 	exit 1
 fi
-
-# The views: protobuf-c for cpu.pprof; protoc, Chromium and pprof-format (npm, a decoder
-# independent of our profile.proto) for their tests.
-apt-get install -y -q --no-install-recommends protobuf-c-compiler libprotobuf-c-dev \
-	protobuf-compiler python3-protobuf chromium chromium-driver python3-selenium nodejs
-command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
-npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2
 
 [ -d build ] || meson setup build
 ninja -C build
