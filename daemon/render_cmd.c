@@ -115,8 +115,10 @@ int cmd_render(int argc, char **argv)
 	}
 	if (!err)
 		err = profile_snapshot(p, 0, &s);
-	if (!err)
+	if (!err) {
+		m.now = time(NULL); /* after the profile began, whatever the clock did */
 		err = render(argv[optind], s, &m);
+	}
 	if (!err && fflush(stdout))
 		err = -EIO;
 	if (err && !bad_line)

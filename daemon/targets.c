@@ -168,6 +168,7 @@ int targets_info(struct targets *ts, pid_t pid, struct target_info *out)
 	out->rgid = id.rgid;
 	out->state = t ? t->state : TARGET_DISABLED;
 	memcpy(out->comm, id.comm, sizeof(out->comm));
+	out->since = t ? t->since : 0;
 out:
 	pthread_mutex_unlock(&ts->lock);
 	return err;

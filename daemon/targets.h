@@ -34,6 +34,7 @@ struct target_info {
 	gid_t rgid;
 	enum target_state state;
 	char comm[16];          /* the process's name, for titles */
+	int64_t since;          /* when it entered its state; 0 if it has no record */
 };
 
 int targets_new(struct aperture *a, struct targets **out);

@@ -102,15 +102,19 @@ static void view_meta_fill(struct aperture *a, pid_t pid, enum target_profile wh
 			   char *title, size_t size, struct view_meta *m)
 {
 	const struct view_profile *vp = &view_profiles[which];
-	struct target_info info;
+	struct target_info info = {0};
+	int64_t now = aperture_now();
 
 	if (targets_info(a->targets, pid, &info))
 		snprintf(title, size, "%s: pid %d", vp->name, pid);
 	else
 		snprintf(title, size, "%s: %s (pid %d)", vp->name, info.comm, pid);
-	*m = (struct view_meta){ .title = title, .now = aperture_now(),
-				 .sample_type = vp->sample_type, .period_type = vp->period_type,
-				 .period_unit = vp->period_unit };
+	/* A profile that stopped growing ends when it stopped: its renders stay byte-identical,
+	 * so cp, tar and rsync copy what cat shows. */
+	if (info.state != TARGET_ENABLED && info.since)
+		now = info.since;
+	*m = (struct view_meta){ .title = title, .now = now, .sample_type = vp->sample_type,
+				 .period_type = vp->period_type, .period_unit = vp->period_unit };
 	if (which == TARGET_PROFILE_CPU)
 		m->period = 1000000000 / config_get(a, CONFIG_FREQUENCY_HZ);
 	targets_window_s(a->targets, pid, &m->window_s);
@@ -128,6 +132,8 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 	if (err)
 		return err;
 	view_meta_fill(a, ref->pid, which, title, sizeof(title), &m);
+	if (m.now < snap->since) /* reset after it stopped */
+		m.now = snap->since;
 	switch (VIEW_ARG_VIEW(ref->node->arg)) {
 	case VIEW_FOLDED:
 		err = view_folded(snap, out);

@@ -302,7 +302,7 @@ static void put_header(struct layout *l, int height, const char *window)
 		      height);
 	writer_str(w, "<style>text{font:12px Verdana,sans-serif;fill:#000}"
 		      "#frames text{pointer-events:none}#frames g{cursor:pointer}"
-		      "#frames rect{stroke:#fff;stroke-width:.3}#frames g:hover rect{stroke:#000}"
+		      "#frames g:hover rect{stroke:#000;stroke-width:.5}"
 		      ".ctl{fill:#06c;cursor:pointer}.ctl:hover{text-decoration:underline}"
 		      ".hide{display:none}.dim rect{opacity:.55}</style>\n");
 	writer_printf(w, "<rect width=\"100%%\" height=\"100%%\" fill=\"%s\"/>\n",

@@ -13,7 +13,8 @@ import pytest
 from helpers import (Workloads, errno_of, parse_folded, read, user_frames, wait_for, write,
                      write_errno)
 
-FILES = ["enable", "status", "cpu.folded", "cpu.top"]
+FILES = ["enable", "status", "cpu.folded", "cpu.top", "cpu.json", "cpu.pprof", "cpu.svg",
+         "flame.svg"]
 
 
 @pytest.fixture(scope="module")

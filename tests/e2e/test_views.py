@@ -220,3 +220,55 @@ def test_flame_graph_in_browser(frozen, browser):
     browser.find_element(By.ID, "reset").click()
     assert float(b.get_attribute("width")) == width_b, "Reset Zoom restores the graph"
     assert c.is_displayed()
+
+
+ODD = ("t<1>;a\"b\\c;x&y<z>'q' 1\n"
+       "t<1>;\u00e9t\u00e9;\u20ac\U0001f525 2\n"
+       "t<1>;]]>;</script><script>alert(1)</script> 3\n"
+       "t<1>;sp  ace  4\n")
+
+
+def render(fmt, text, *args):
+    return subprocess.run([BUILD / "aperture", "render", fmt, *args], input=text.encode(),
+                          capture_output=True, check=False)
+
+
+def test_render_command_with_odd_names(tmp_path):
+    """`aperture render` with names that need escaping: a real XML parser, a real JSON
+    parser and pprof-format read the same stacks back."""
+    stacks = parse_folded(ODD)
+    total = sum(stacks.values())
+    svg = render("svg", ODD, "--title", "odd <&>")
+    assert svg.returncode == 0, svg.stderr
+    frames = svg_frames(svg.stdout)
+    assert frames[0][:2] == (("all",), total)
+    assert {path[1:] for path, _, _ in frames if path[1:] in stacks} == set(stacks)
+    assert b"Flame graph: odd &lt;&amp;&gt;" in svg.stdout
+
+    doc = json.loads(render("json", ODD).stdout)
+    got = {}
+
+    def walk(node, path):
+        own = node["value"] - sum(k["value"] for k in node["children"])
+        if own:
+            got[path] = own
+        for k in node["children"]:
+            walk(k, path + (k["name"],))
+    walk(doc["tree"], ())
+    assert got == stacks
+
+    pprof = tmp_path / "odd.pprof"
+    pprof.write_bytes(render("pprof", ODD, "--hz", "99").stdout)
+    r = subprocess.run(["node", REPO / "tests" / "e2e" / "pprof_decode.cjs", pprof],
+                       capture_output=True, text=True, env=dict(os.environ, NODE_PATH=NODE_MODULES))
+    assert r.returncode == 0, r.stderr
+    assert pprof_stacks(json.loads(r.stdout)["samples"]) == stacks
+
+    assert render("folded", ODD).stdout.decode() == "".join(sorted(ODD.splitlines(True)))
+
+
+def test_render_command_rejects_bad_input():
+    r = render("svg", "a;b 1\nno count here\n")
+    assert r.returncode == 1 and r.stdout == b""
+    assert b"line 2" in r.stderr
+    assert render("png", "a 1\n").returncode == 2
