@@ -12,6 +12,7 @@
 
 struct symbolizer;
 struct cpu_collector;
+struct offcpu_collector;
 struct targets;
 
 struct aperture {
@@ -24,6 +25,8 @@ struct aperture {
 	struct cpu_collector *cpu; /* NULL when BPF is unavailable; cpu_error says why */
 	char cpu_error[256];
 	struct targets *targets;
+	struct offcpu_collector *offcpu; /* NULL when unavailable; offcpu_error says why */
+	char offcpu_error[256];
 
 	pthread_mutex_t error_lock;
 	char last_error[256];     /* of the daemon-wide files (config/) */

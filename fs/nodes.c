@@ -1,6 +1,7 @@
 #include <errno.h>
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
+#include "daemon/threads.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
 #include "views/views.h"
@@ -95,6 +96,7 @@ static const struct view_profile {
 	const char *name, *sample_type, *period_type, *period_unit;
 } view_profiles[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_CPU] = { "cpu", "samples", "cpu", "nanoseconds" },
+	[TARGET_PROFILE_OFFCPU] = { "offcpu", "offcpu", NULL, NULL },
 };
 
 static void view_meta_fill(struct aperture *a, pid_t pid, enum target_profile which,
@@ -180,12 +182,38 @@ out:
 	return err;
 }
 
+static int render_blocking(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return target_blocking_json(a, ref->pid, out);
+}
+
+static int render_busy(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return native_threads_busy(a, ref->pid, out);
+}
+
+static int render_dump(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return native_threads_dump(a, ref->pid, out);
+}
+
+static int render_deadlocks(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return native_threads_deadlocks(a, ref->pid, ref->node->arg, out);
+}
+
+static int render_thread_file(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return native_thread_file(a, ref->pid, ref->tid, ref->node->arg, out);
+}
+
 #define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
-       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW };
+       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_OFFCPU_MIN, N_BLOCKING_THRESHOLD,
+       N_WORKERS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -209,6 +237,14 @@ const struct node fs_nodes[] = {
 			   .arg = CONFIG_DEBUG_DIRS },
 	[N_WINDOW] = { .name = "window_s", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 		       .render = render_config, .write = write_config, .arg = CONFIG_WINDOW_S },
+	[N_OFFCPU_MIN] = { .name = "offcpu_min_us", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			   .render = render_config, .write = write_config,
+			   .arg = CONFIG_OFFCPU_MIN_US },
+	[N_BLOCKING_THRESHOLD] = { .name = "blocking_threshold_ms", .mode = S_IFREG | 0644,
+				   .parent = N_CONFIG, .render = render_config,
+				   .write = write_config, .arg = CONFIG_BLOCKING_THRESHOLD_MS },
+	[N_WORKERS] = { .name = "workers", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			.render = render_config, .write = write_config, .arg = CONFIG_WORKERS },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -228,13 +264,19 @@ const int fs_node_targets = N_TARGETS;
 	{ .name = n, .mode = S_IFREG | 0400, .parent = parent_, .render = render_diff, \
 	  .slow = true, .arg = VIEW_ARG(profile, kind) }
 
-enum { T_DIR };
+enum { T_DIR, T_THREADS };
+
+#define SLOW_NODE(n, parent_, r, arg_) \
+	{ .name = n, .mode = S_IFREG | 0400, .parent = parent_, .render = r, .slow = true, \
+	  .arg = arg_ }
 
 /* Owner-only modes: the owner shown is the target's uid (see fs/access.c), which is exactly
  * who besides root may use them. A node's parent is the index of its directory here, T_DIR
  * being targets/<pid>/ itself. */
 const struct node fs_target_nodes[] = {
 	[T_DIR] = DIR_NODE("", 0500, N_TARGETS),
+	[T_THREADS] = { .name = "threads", .mode = S_IFDIR | 0500, .parent = T_DIR,
+			.has_threads = true },
 	FILE_NODE("enable", 0600, T_DIR, render_enable, write_enable),
 	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
 	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
@@ -245,11 +287,26 @@ const struct node fs_target_nodes[] = {
 	FILE_NODE("baseline", 0600, T_DIR, render_baseline, write_baseline),
 	DIFF_NODE("diff.folded", T_DIR, TARGET_PROFILE_CPU, DIFF_FOLDED),
 	DIFF_NODE("diff.svg", T_DIR, TARGET_PROFILE_CPU, DIFF_SVG),
+	PROFILE_VIEWS("offcpu", T_DIR, TARGET_PROFILE_OFFCPU),
+	SLOW_NODE("blocking.json", T_DIR, render_blocking, 0),
+	SLOW_NODE("busy", T_THREADS, render_busy, 0),
+	SLOW_NODE("dump", T_THREADS, render_dump, 0),
+	SLOW_NODE("deadlocks", T_THREADS, render_deadlocks, false),
+	SLOW_NODE("deadlocks.json", T_THREADS, render_deadlocks, true),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 
 _Static_assert(sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]) <= 256,
 	       "a target node's index is 8 bits of its inode number");
+
+/* threads/<tid>/: 0 is the directory, its parent being threads/ in fs_target_nodes. */
+const struct node fs_thread_nodes[] = {
+	DIR_NODE("", 0500, T_THREADS),
+	SLOW_NODE("name", 0, render_thread_file, THREAD_FILE_NAME),
+	SLOW_NODE("state", 0, render_thread_file, THREAD_FILE_STATE),
+	SLOW_NODE("cpu_us", 0, render_thread_file, THREAD_FILE_CPU_US),
+};
+const int fs_thread_nodes_count = sizeof(fs_thread_nodes) / sizeof(fs_thread_nodes[0]);
 
 uint64_t node_ino(int index)
 {
@@ -266,9 +323,33 @@ int node_target_index(const struct node_ref *ref)
 	return ref->node - fs_target_nodes;
 }
 
+uint64_t node_thread_ino(pid_t pid, pid_t tid, int index)
+{
+	return THREAD_INO_BIT | (uint64_t)pid << (THREAD_ID_BITS + 8) | (uint64_t)tid << 8 |
+	       (uint64_t)index;
+}
+
+int node_thread_index(const struct node_ref *ref)
+{
+	return ref->node - fs_thread_nodes;
+}
+
 int node_resolve(uint64_t ino, struct node_ref *out)
 {
-	if (ino & TARGET_INO_BIT) {
+	const uint64_t id_mask = (1ULL << THREAD_ID_BITS) - 1;
+
+	out->tid = 0;
+	if (ino & THREAD_INO_BIT) {
+		uint64_t index = ino & 0xff, tid = (ino >> 8) & id_mask;
+		uint64_t pid = (ino >> (THREAD_ID_BITS + 8)) & id_mask;
+
+		if (index >= (uint64_t)fs_thread_nodes_count || !pid || !tid ||
+		    ino != node_thread_ino(pid, tid, index))
+			return -ENOENT;
+		out->node = &fs_thread_nodes[index];
+		out->pid = pid;
+		out->tid = tid;
+	} else if (ino & TARGET_INO_BIT) {
 		uint64_t index = ino & 0xff, pid = (ino & ~TARGET_INO_BIT) >> 8;
 
 		if (index >= (uint64_t)fs_target_nodes_count || pid == 0 || pid > INT32_MAX)
