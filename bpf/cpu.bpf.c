@@ -24,13 +24,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "cpu.h"
-
-/* vmlinux.h has no errno macros and the uapi header does not build for the bpf target. */
-#define ENOENT 2
-#define ENOMEM 12
-#define EFAULT 14
-#define EEXIST 17
-#define E2BIG 7
+#include "stack_capture.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -130,19 +124,6 @@ static __always_inline void stat_inc(__u32 idx)
 		(*v)++; /* per-CPU: no atomics needed */
 }
 
-static __always_inline __u64 hash_ips(const struct cpu_stack *st, long bytes)
-{
-	__u64 h = 0xcbf29ce484222325ULL;
-	long n = bytes / 8;
-
-	for (int i = 0; i < CPU_MAX_DEPTH && i < n; i++) {
-		h ^= st->ips[i];
-		h *= 0x100000001b3ULL;
-		h ^= h >> 29;
-	}
-	return h ? h : 1; /* 0 means "no stack" */
-}
-
 /* The stacks map's allocator had nothing at hand this instant: the stack goes through the
  * ring buffer, which is preallocated. 0, or -ENOMEM if that is full too. */
 static __always_inline long spill(__u64 hash, const struct cpu_stack *st)
@@ -164,25 +145,13 @@ static __always_inline long spill(__u64 hash, const struct cpu_stack *st)
  * is no stack, or a negative errno. */
 static __always_inline long capture(void *ctx, void *stacks_map, __u64 flags, __u64 *hash)
 {
+	long err = capture_stack(ctx, &scratch, stacks_map, flags, &stacks_stored, hash);
 	__u32 zero = 0;
-	struct cpu_stack *st = bpf_map_lookup_elem(&scratch, &zero);
-	long bytes;
+	struct cpu_stack *st;
 
-	*hash = 0;
-	if (!st)
-		return -ENOENT;
-	bytes = bpf_get_stack(ctx, st->ips, sizeof(st->ips), flags);
-	if (bytes <= 0)
-		return bytes;
-	*hash = hash_ips(st, bytes);
-	if (bpf_map_lookup_elem(stacks_map, hash))
-		return 0;
-	bytes = bpf_map_update_elem(stacks_map, hash, st, BPF_NOEXIST);
-	if (bytes == 0)
-		__sync_fetch_and_add(&stacks_stored, 1);
-	if (bytes == -ENOMEM)
-		return spill(*hash, st);
-	return bytes == -EEXIST ? 0 : bytes; /* another CPU stored the same stack first */
+	if (err != -ENOMEM || !(st = bpf_map_lookup_elem(&scratch, &zero)))
+		return err;
+	return spill(*hash, st);
 }
 
 /* Copies the user stack from sp up, a page at a time so that the end of the stack's mapping
@@ -247,7 +216,6 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	struct cpu_target *target;
 	struct cpu_key key = {};
 	void *counts_map, *stacks_map;
-	__u64 one = 1, *count;
 	bool dwarf;
 	long err;
 
@@ -289,19 +257,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 
-	count = bpf_map_lookup_elem(counts_map, &key);
-	if (count) {
-		__sync_fetch_and_add(count, 1);
-		return 0;
-	}
-	err = bpf_map_update_elem(counts_map, &key, &one, BPF_NOEXIST);
-	if (err == -EEXIST) {
-		count = bpf_map_lookup_elem(counts_map, &key);
-		if (count)
-			__sync_fetch_and_add(count, 1);
-		return 0;
-	}
-	if (err == 0)
+	if (!counts_add(counts_map, &key, 1))
 		return 0;
 	stat_inc(CPU_STAT_COUNTS_FULL);
 	__sync_fetch_and_add(&target->drops, 1);

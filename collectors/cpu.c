@@ -575,18 +575,24 @@ int cpu_collector_drain(struct cpu_collector *c, int64_t now)
 	return err;
 }
 
-void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats *out)
+void cpu_percpu_sums(int fd, int ncpus, __u64 *sums, __u32 n)
 {
-	__u64 *values = calloc(c->ncpus, sizeof(*values));
-	__u64 sums[CPU_STAT_NR] = {0};
+	__u64 *values = calloc(ncpus, sizeof(*values));
 
-	for (__u32 i = 0; values && i < CPU_STAT_NR; i++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.stats), &i, values))
+	for (__u32 i = 0; values && i < n; i++) {
+		if (bpf_map_lookup_elem(fd, &i, values))
 			continue;
-		for (int cpu = 0; cpu < c->ncpus; cpu++)
+		for (int cpu = 0; cpu < ncpus; cpu++)
 			sums[i] += values[cpu];
 	}
 	free(values);
+}
+
+void cpu_collector_get_stats(struct cpu_collector *c, struct cpu_collector_stats *out)
+{
+	__u64 sums[CPU_STAT_NR] = {0};
+
+	cpu_percpu_sums(bpf_map__fd(c->skel->maps.stats), c->ncpus, sums, CPU_STAT_NR);
 	out->samples = sums[CPU_STAT_SAMPLES];
 	out->counts_full = sums[CPU_STAT_COUNTS_FULL];
 	out->stacks_full = sums[CPU_STAT_STACKS_FULL];

@@ -23,12 +23,9 @@ struct drain_ctx {
 	int64_t now;
 };
 
-/* Reads and deletes every entry of a hash map, cap entries at a time, handing each batch to
- * each(). The map must end up empty whatever each() says, or stale entries would come back
- * two drains later: its first error is returned after the map is emptied. */
-static int take_all(int fd, void *keys, void *values, uint32_t cap,
-		    int (*each)(struct drain_ctx *ctx, const void *keys, const void *values,
-				uint32_t n), struct drain_ctx *ctx)
+int cpu_take_all(int fd, void *keys, void *values, uint32_t cap,
+		 int (*each)(void *ctx, const void *keys, const void *values, uint32_t n),
+		 void *ctx)
 {
 	__u64 in = 0, out = 0;
 	bool first = true;
@@ -250,6 +247,15 @@ static struct cpu_named_stack *find_named(struct cpu_collector *c, struct cpu_ta
 	return NULL;
 }
 
+struct cpu_named_stack *cpu_name_pcs(struct cpu_collector *c, struct cpu_target_state *t,
+				     const struct cpu_named_key *key, const uint64_t *pcs,
+				     uint32_t depth, bool truncated)
+{
+	struct cpu_named_stack *n = find_named(c, t, key);
+
+	return n ? n : name_stack(c, t, key, pcs, depth, truncated);
+}
+
 /* A stack of the kernel's stacks map by its hash. NULL if the raw stack is not at hand
  * (lost) or memory ran out. */
 static struct cpu_named_stack *named_stack(struct cpu_collector *c, struct cpu_target_state *t,
@@ -285,7 +291,7 @@ static int append(uint32_t *ids, uint32_t *n, const struct cpu_named_stack *s)
 }
 
 /* Adds count samples of (comm, user stack, kernel stack) to t's profile. */
-static int add_stacks(struct cpu_target_state *t, const char *raw_comm,
+int cpu_add_stacks(struct cpu_target_state *t, const char *raw_comm,
 		      const struct cpu_named_stack *user, bool user_err,
 		      const struct cpu_named_stack *kern, uint64_t count, int64_t now)
 {
@@ -324,7 +330,8 @@ static int add_count(struct cpu_collector *c, const struct cpu_key *key, uint64_
 		goto lost;
 	if (key->kstack && !(kern = named_stack(c, t, key->kstack, 0, true)))
 		goto lost;
-	return add_stacks(t, key->comm, user, key->flags & CPU_KEY_USTACK_ERR, kern, count, now);
+	return cpu_add_stacks(t, key->comm, user, key->flags & CPU_KEY_USTACK_ERR, kern, count,
+			      now);
 lost:
 	atomic_fetch_add(&c->stacks_lost, count);
 	return 0;
@@ -376,7 +383,7 @@ static int dwarf_sample(struct cpu_collector *c, const struct cpu_dwarf_hdr *h, 
 		atomic_fetch_add(&c->stacks_lost, 1);
 		return 0;
 	}
-	add_stacks(t, h->comm, user, false, kern, 1, time(NULL));
+	cpu_add_stacks(t, h->comm, user, false, kern, 1, time(NULL));
 	return 0;
 }
 
@@ -392,8 +399,9 @@ int cpu_ring_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static int add_counts(struct drain_ctx *ctx, const void *keys, const void *values, uint32_t n)
+static int add_counts(void *arg, const void *keys, const void *values, uint32_t n)
 {
+	struct drain_ctx *ctx = arg;
 	const struct cpu_key *k = keys;
 	const __u64 *counts = values;
 	int err, first_err = 0;
@@ -453,8 +461,8 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	 * first: the ring holds every stack those counts name. Dwarf samples there name kernel
 	 * stacks in the retired map, still readable now. */
 	ring_buffer__consume(c->dwarf_rb);
-	err = take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
-		       c->counts_spec.max_entries, add_counts, &ctx);
+	err = cpu_take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
+			   c->counts_spec.max_entries, add_counts, &ctx);
 	if (c->stacks_retired_fd >= 0) {
 		/* Emptying a big map costs more than making a new one. */
 		close(c->stacks_retired_fd);

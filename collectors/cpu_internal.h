@@ -112,6 +112,25 @@ struct cpu_collector {
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
+/* Reads and deletes every entry of a hash map, cap entries at a time, handing each batch to
+ * each(). The map ends up empty whatever each() says, or stale entries would come back two
+ * drains later: each()'s first error is returned after the map is emptied. */
+int cpu_take_all(int fd, void *keys, void *values, uint32_t cap,
+		 int (*each)(void *ctx, const void *keys, const void *values, uint32_t n),
+		 void *ctx);
+/* Naming for collectors that capture stacks of their own (off-CPU) into target states of
+ * their own, with this collector's symbolizer: the stack of pcs (leaf first) under key, from
+ * t's cache or named now (NULL if memory ran out); and adding count of (comm, user stack or
+ * [unknown] if user_err, kernel stack) to t's profile. t's lock is the caller's. */
+struct cpu_named_stack *cpu_name_pcs(struct cpu_collector *c, struct cpu_target_state *t,
+				     const struct cpu_named_key *key, const uint64_t *pcs,
+				     uint32_t depth, bool truncated);
+int cpu_add_stacks(struct cpu_target_state *t, const char *raw_comm,
+		   const struct cpu_named_stack *user, bool user_err,
+		   const struct cpu_named_stack *kern, uint64_t count, int64_t now);
+/* Sums over the CPUs of entries 0..n-1 of a per-CPU array of __u64 (entries that can't be
+ * read stay 0). */
+void cpu_percpu_sums(int fd, int ncpus, __u64 *sums, __u32 n);
 int cpu_ring_record(void *ctx, void *data, size_t size);
 void cpu_spilled_free(struct cpu_collector *c, uint64_t before_renewal);
 void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t);

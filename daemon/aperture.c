@@ -7,6 +7,7 @@
 #include <elfutils/version.h>
 #include "collectors/cpu.h"
 #include "collectors/jvm/jvm.h"
+#include "collectors/offcpu.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
 #include "symbols/symbols.h"
@@ -67,6 +68,15 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 				&a->config[CONFIG_JVM_ALLOC_INTERVAL], &a->jvm);
 	if (err)
 		return err;
+	if (!a->cpu)
+		snprintf(a->offcpu_error, sizeof(a->offcpu_error), "needs the cpu collector");
+	err = a->cpu ? offcpu_collector_new(a->cpu, &a->offcpu, a->offcpu_error,
+					    sizeof(a->offcpu_error)) : -EOPNOTSUPP;
+	if (err)
+		a->offcpu = NULL;
+	else
+		offcpu_collector_set_limits(a->offcpu, config_get(a, CONFIG_OFFCPU_MIN_US),
+					    config_get(a, CONFIG_BLOCKING_THRESHOLD_MS));
 	return targets_new(a, &a->targets);
 }
 
@@ -91,6 +101,14 @@ static void *loop_main(void *arg)
 			err = cpu_collector_drain(a->cpu, aperture_now());
 			if (err)
 				aperture_set_error(a, "draining cpu samples: %s", strerror(-err));
+		}
+		if (a->offcpu) {
+			char workers[CONFIG_WORKERS_LEN];
+
+			config_get_workers(a, workers);
+			err = offcpu_collector_drain(a->offcpu, aperture_now(), workers);
+			if (err)
+				aperture_set_error(a, "draining off-CPU time: %s", strerror(-err));
 		}
 		targets_tick(a->targets, aperture_now());
 		pthread_mutex_lock(&a->loop_lock);
@@ -127,12 +145,31 @@ void aperture_fini(struct aperture *a)
 	targets_free(a->targets);
 	jvm_collector_free(a->jvm);
 	/* Closing the collector's links and perf events detaches every BPF program. */
+	/* offcpu names its stacks with cpu's: it goes first. */
+	offcpu_collector_free(a->offcpu);
 	cpu_collector_free(a->cpu);
 	symbolizer_free(a->syms);
 	config_fini(a);
 	pthread_cond_destroy(&a->loop_wake);
 	pthread_mutex_destroy(&a->loop_lock);
 	pthread_mutex_destroy(&a->error_lock);
+}
+
+static void aperture_status_offcpu(struct aperture *a, FILE *out)
+{
+	struct offcpu_collector_stats os = {0};
+
+	if (!a->offcpu) {
+		fprintf(out, "offcpu: unavailable: %s\n", a->offcpu_error);
+		return;
+	}
+	offcpu_collector_get_stats(a->offcpu, &os);
+	fprintf(out, "offcpu: %s\n", os.running ? "tracing sched_switch" : "idle");
+	fprintf(out, "offcpu_waits: %llu\n", (unsigned long long)os.waits);
+	fprintf(out, "offcpu_drops: %llu\n", (unsigned long long)(os.counts_full + os.start_full +
+								    os.stacks_lost));
+	fprintf(out, "offcpu_stacks_map_full: %llu\n", (unsigned long long)os.stacks_full);
+	fprintf(out, "blocking_events_lost: %llu\n", (unsigned long long)os.events_lost);
 }
 
 int aperture_status(struct aperture *a, FILE *out)
@@ -168,6 +205,7 @@ int aperture_status(struct aperture *a, FILE *out)
 	fprintf(out, "drops_ringbuf_full: %llu\n", (unsigned long long)cs.ringbuf_full);
 	fprintf(out, "stacks_spilled: %llu\n", (unsigned long long)cs.stacks_spilled);
 	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
+	aperture_status_offcpu(a, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");

@@ -13,6 +13,7 @@
 struct symbolizer;
 struct cpu_collector;
 struct jvm_collector;
+struct offcpu_collector;
 struct targets;
 
 struct aperture {
@@ -26,6 +27,8 @@ struct aperture {
 	char cpu_error[256];
 	struct targets *targets;
 	struct jvm_collector *jvm; /* attaches to JVMs as they are enabled */
+	struct offcpu_collector *offcpu; /* NULL when unavailable; offcpu_error says why */
+	char offcpu_error[256];
 
 	pthread_mutex_t error_lock;
 	char last_error[256];     /* of the daemon-wide files (config/) */

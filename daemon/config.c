@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "collectors/cpu.h"
+#include "collectors/offcpu.h"
 #include "daemon/aperture.h"
 #include "daemon/value.h"
 #include "store/profile.h"
@@ -30,6 +31,10 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	/* JVMTI's default, as async-profiler's: one sample per 512 KiB allocated, on average. */
 	[CONFIG_JVM_ALLOC_INTERVAL] = { "jvm_alloc_interval_bytes", 1024, 1ULL << 30, 512 * 1024,
 					"bytes" },
+	[CONFIG_OFFCPU_MIN_US] = { "offcpu_min_us", 0, 10000000, 1, "microseconds" },
+	[CONFIG_BLOCKING_THRESHOLD_MS] = { "blocking_threshold_ms", 1, 3600000, 5,
+					   "milliseconds" },
+	[CONFIG_WORKERS] = { "workers", .unit = "a thread-name prefix", .string = true },
 };
 
 void config_init(struct aperture *a)
@@ -72,6 +77,23 @@ static int check_dirs(const char *v, char *why, size_t whylen)
 	return 0;
 }
 
+/* At most a thread name's length, and no character a thread name can't hold. */
+static int check_thread_prefix(const char *v, char *why, size_t whylen)
+{
+	if (strlen(v) >= CONFIG_WORKERS_LEN) {
+		snprintf(why, whylen, "a thread name has at most %d characters",
+			 CONFIG_WORKERS_LEN - 1);
+		return -EINVAL;
+	}
+	for (const char *p = v; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '/') {
+			snprintf(why, whylen, "a thread name has no '/' or control characters");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int write_string(struct aperture *a, enum config_key key, const char *buf, size_t len)
 {
 	const struct config_desc *d = &config_descs[key];
@@ -93,6 +115,8 @@ static int write_string(struct aperture *a, enum config_key key, const char *buf
 		snprintf(why, sizeof(why), "contains a NUL byte");
 	if (!err && key == CONFIG_DEBUG_DIRS)
 		err = check_dirs(v, why, sizeof(why));
+	if (!err && key == CONFIG_WORKERS)
+		err = check_thread_prefix(v, why, sizeof(why));
 	if (err) {
 		aperture_set_error(a, "config/%s: %s", d->name, why);
 		free(v);
@@ -173,5 +197,16 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 			cpu_collector_forget_names(a->cpu);
 	}
 	atomic_store(&a->config[key], v);
+	if ((key == CONFIG_OFFCPU_MIN_US || key == CONFIG_BLOCKING_THRESHOLD_MS) && a->offcpu)
+		offcpu_collector_set_limits(a->offcpu, config_get(a, CONFIG_OFFCPU_MIN_US),
+					    config_get(a, CONFIG_BLOCKING_THRESHOLD_MS));
 	return 0;
+}
+
+void config_get_workers(struct aperture *a, char buf[CONFIG_WORKERS_LEN])
+{
+	pthread_mutex_lock(&a->config_str_lock);
+	snprintf(buf, CONFIG_WORKERS_LEN, "%s", a->config_str[CONFIG_WORKERS] ?
+		 a->config_str[CONFIG_WORKERS] : "");
+	pthread_mutex_unlock(&a->config_str_lock);
 }

@@ -15,6 +15,9 @@ enum config_key {
 	CONFIG_DEBUG_DIRS,
 	CONFIG_WINDOW_S,
 	CONFIG_JVM_ALLOC_INTERVAL,
+	CONFIG_OFFCPU_MIN_US,
+	CONFIG_BLOCKING_THRESHOLD_MS,
+	CONFIG_WORKERS,
 	CONFIG_NR,
 };
 
@@ -38,5 +41,9 @@ int config_read(struct aperture *a, enum config_key key, FILE *out);
 /* Validates and applies one value. -EINVAL (malformed), -ERANGE (out of range), or what
  * applying it returned; on error nothing changes and status shows last_error. */
 int config_write(struct aperture *a, enum config_key key, const char *buf, size_t len);
+
+/* config/workers: the thread-name prefix of runtime worker threads, "" = discover. */
+#define CONFIG_WORKERS_LEN 16 /* a thread name's length, with its NUL */
+void config_get_workers(struct aperture *a, char buf[CONFIG_WORKERS_LEN]);
 
 #endif

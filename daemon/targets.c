@@ -6,6 +6,7 @@
 #include <uthash.h>
 #include "collectors/cpu.h"
 #include "collectors/jvm/jvm.h"
+#include "collectors/offcpu.h"
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "daemon/targets.h"
@@ -17,6 +18,9 @@ struct target {
 	enum target_state state;
 	int64_t since, expires, exited_at;
 	struct profile *profiles[TARGET_PROFILE_NR];
+	struct blocking_log *blocking;
+	uint64_t offcpu_drops;   /* kernel-side drops of enables that ended */
+	bool offcpu_on;          /* the off-CPU collector has this target */
 	uint64_t cpu_drops;      /* kernel-side drops of enables that ended */
 	bool own_window;         /* window_s set by the target's window file, not config's */
 	uint64_t window_s;
@@ -45,6 +49,7 @@ static const char *const profile_units[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_JVM_ALLOC] = "bytes",
 	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = "samples",
 	[TARGET_PROFILE_JVM_MONITORS] = "microseconds",
+	[TARGET_PROFILE_OFFCPU] = "microseconds",
 };
 
 int targets_new(struct aperture *a, struct targets **out)
@@ -72,6 +77,7 @@ static void target_free(struct target *t)
 	baselines_drop(t);
 	for (int i = 0; i < TARGET_PROFILE_NR; i++)
 		profile_unref(t->profiles[i]);
+	blocking_log_unref(t->blocking);
 	free(t);
 }
 
@@ -80,6 +86,8 @@ static void target_drop_locked(struct targets *ts, struct target *t)
 	if (t->state == TARGET_ENABLED && ts->a->cpu)
 		cpu_collector_remove(ts->a->cpu, t->pid, aperture_now());
 	jvm_collector_forget(ts->a->jvm, t->pid);
+	if (t->offcpu_on)
+		offcpu_collector_remove(ts->a->offcpu, t->pid, aperture_now());
 	HASH_DEL(ts->by_pid, t);
 	target_free(t);
 }
@@ -259,7 +267,9 @@ static int profiles_ensure(struct target *t)
 		if (!t->profiles[i])
 			return -ENOMEM;
 	}
-	return 0;
+	if (!t->blocking)
+		t->blocking = blocking_log_new();
+	return t->blocking ? 0 : -ENOMEM;
 }
 
 static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint64_t duration)
@@ -284,6 +294,14 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 			target_error(t, "enable: cpu collector: %s", why);
 			return err;
 		}
+		/* Off-CPU collection is extra: without it, cpu profiling still goes on and status
+		 * says why it is missing. */
+		if (a->offcpu && !offcpu_collector_add(a->offcpu, t->pid,
+						       t->profiles[TARGET_PROFILE_OFFCPU],
+						       t->blocking, why, sizeof(why)))
+			t->offcpu_on = true;
+		else if (a->offcpu)
+			target_error(t, "enable: off-CPU collector: %s", why);
 		t->state = TARGET_ENABLED;
 		t->since = now;
 		/* The JVM part attaches in the background; whatever becomes of it, native
@@ -309,6 +327,9 @@ static void disable_locked(struct targets *ts, struct target *t, enum target_sta
 		if (ts->a->cpu)
 			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid, now);
 		jvm_collector_disable(ts->a->jvm, t->pid);
+		if (t->offcpu_on)
+			t->offcpu_drops += offcpu_collector_remove(ts->a->offcpu, t->pid, now);
+		t->offcpu_on = false;
 		t->state = to;
 		t->since = now;
 	} else if (to == TARGET_EXITED) {
@@ -375,7 +396,10 @@ int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t l
 	for (int i = 0; i < TARGET_PROFILE_NR; i++)
 		if (t->profiles[i])
 			profile_reset(t->profiles[i]);
+	if (t->blocking)
+		blocking_log_reset(t->blocking);
 	t->cpu_drops = 0;
+	t->offcpu_drops = 0;
 out:
 	pthread_mutex_unlock(&ts->lock);
 	return err;
@@ -597,6 +621,11 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	} else {
 		fprintf(out, "baseline: none\n");
 	}
+	if (!a->offcpu)
+		fprintf(out, "offcpu: unavailable: %s\n", a->offcpu_error);
+	else
+		fprintf(out, "offcpu: %s\n", t && t->offcpu_on ? "tracing sched_switch" : "off");
+	fprintf(out, "offcpu_drops: %llu\n", (unsigned long long)(t ? t->offcpu_drops : 0));
 	fprintf(out, "last_error: %s\n", t && t->last_error[0] ? t->last_error : "none");
 out:
 	pthread_mutex_unlock(&ts->lock);
@@ -642,6 +671,30 @@ int targets_baseline(struct targets *ts, pid_t pid, enum target_profile which,
 	if (!err && t && t->baselines[which])
 		err = profile_snapshot_dup(t->baselines[which], out);
 	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_blocking(struct targets *ts, pid_t pid, struct blocking_snapshot **out)
+{
+	struct proc_identity id;
+	struct blocking_log *l = NULL;
+	struct target *t;
+	bool live;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	t = resolve_locked(ts, pid, &id, &live);
+	if (t && t->blocking)
+		l = blocking_log_ref(t->blocking);
+	pthread_mutex_unlock(&ts->lock);
+	if (!t && !live)
+		return -ENOENT;
+	if (!l)
+		l = blocking_log_new();
+	if (!l)
+		return -ENOMEM;
+	err = blocking_log_snapshot(l, out);
+	blocking_log_unref(l);
 	return err;
 }
 

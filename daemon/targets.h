@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "store/blocking.h"
 #include "store/profile.h"
 
 struct aperture;
@@ -26,6 +27,7 @@ enum target_profile {
 	TARGET_PROFILE_JVM_ALLOC,         /* bytes, by Java stack (sampled) */
 	TARGET_PROFILE_JVM_ALLOC_OBJECTS, /* allocation samples */
 	TARGET_PROFILE_JVM_MONITORS,      /* monitor contention, microseconds */
+	TARGET_PROFILE_OFFCPU,   /* microseconds off CPU */
 	TARGET_PROFILE_NR,
 };
 
@@ -74,6 +76,9 @@ int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
  * frees it with profile_snapshot_free. */
 int targets_baseline(struct targets *ts, pid_t pid, enum target_profile which,
 		     struct profile_snapshot **out);
+/* A snapshot of pid's blocking events (an empty one if it has none). Caller frees it with
+ * blocking_snapshot_free. */
+int targets_blocking(struct targets *ts, pid_t pid, struct blocking_snapshot **out);
 
 /* Once a second: temporary enables that ran out, processes that exited, records past their
  * retention. */

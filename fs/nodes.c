@@ -2,6 +2,7 @@
 #include "collectors/jvm/jvm.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
+#include "daemon/threads.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
 #include "views/views.h"
@@ -96,6 +97,7 @@ static const struct view_profile {
 	const char *name, *sample_type, *period_type, *period_unit;
 } view_profiles[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_CPU] = { "cpu", "samples", "cpu", "nanoseconds" },
+	[TARGET_PROFILE_OFFCPU] = { "offcpu", "offcpu", NULL, NULL },
 };
 
 static void view_meta_fill(struct aperture *a, pid_t pid, enum target_profile which,
@@ -197,12 +199,36 @@ static int render_jvm_status(struct aperture *a, const struct node_ref *ref, FIL
 	return jvm_collector_status(a->jvm, ref->pid, out);
 }
 
-/* The JVM's threads; a process that isn't an attached JVM has nothing to show. */
-static int render_jvm_threads(struct aperture *a, const struct node_ref *ref, FILE *out)
+static int render_blocking(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
-	int err = jvm_threads_render(a->jvm, ref->pid, ref->node->arg, out);
+	return target_blocking_json(a, ref->pid, out);
+}
 
-	return err == -ENODATA ? 0 : err;
+/* threads/: an attached JVM's own view of its threads (Java names, stacks and locks), else
+ * what the kernel and the process's memory show. */
+static int render_threads(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	enum jvm_threads_view view = ref->node->arg;
+	int err = jvm_threads_render(a->jvm, ref->pid, view, out);
+
+	if (err != -ENODATA)
+		return err;
+	switch (view) {
+	case JVM_THREADS_DUMP:
+		return native_threads_dump(a, ref->pid, out);
+	case JVM_THREADS_DEADLOCKS:
+		return native_threads_deadlocks(a, ref->pid, false, out);
+	case JVM_THREADS_DEADLOCKS_JSON:
+		return native_threads_deadlocks(a, ref->pid, true, out);
+	case JVM_THREADS_BUSY:
+		return native_threads_busy(a, ref->pid, out);
+	}
+	return -EINVAL;
+}
+
+static int render_thread_file(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return native_thread_file(a, ref->pid, ref->tid, ref->node->arg, out);
 }
 
 #define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
@@ -210,7 +236,8 @@ static int render_jvm_threads(struct aperture *a, const struct node_ref *ref, FI
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
-       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL };
+       N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
+       N_BLOCKING_THRESHOLD, N_WORKERS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -237,6 +264,14 @@ const struct node fs_nodes[] = {
 	[N_JVM_ALLOC_INTERVAL] = { .name = "jvm_alloc_interval_bytes", .mode = S_IFREG | 0644,
 				   .parent = N_CONFIG, .render = render_config,
 				   .write = write_config, .arg = CONFIG_JVM_ALLOC_INTERVAL },
+	[N_OFFCPU_MIN] = { .name = "offcpu_min_us", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			   .render = render_config, .write = write_config,
+			   .arg = CONFIG_OFFCPU_MIN_US },
+	[N_BLOCKING_THRESHOLD] = { .name = "blocking_threshold_ms", .mode = S_IFREG | 0644,
+				   .parent = N_CONFIG, .render = render_config,
+				   .write = write_config, .arg = CONFIG_BLOCKING_THRESHOLD_MS },
+	[N_WORKERS] = { .name = "workers", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			.render = render_config, .write = write_config, .arg = CONFIG_WORKERS },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -261,9 +296,9 @@ enum { T_DIR, T_JVM, T_THREADS };
 
 #define JVM_DIR_NODE(n) \
 	{ .name = n, .mode = S_IFDIR | 0500, .parent = T_DIR, .present = is_jvm }
-#define THREADS_NODE(n, view) \
-	{ .name = n, .mode = S_IFREG | 0400, .parent = T_THREADS, .render = render_jvm_threads, \
-	  .slow = true, .arg = view }
+#define SLOW_NODE(n, parent_, r, arg_) \
+	{ .name = n, .mode = S_IFREG | 0400, .parent = parent_, .render = r, .slow = true, \
+	  .arg = arg_ }
 
 /* Owner-only modes: the owner shown is the target's uid (see fs/access.c), which is exactly
  * who besides root may use them. A node's parent is the index of its directory here, T_DIR
@@ -271,8 +306,8 @@ enum { T_DIR, T_JVM, T_THREADS };
 const struct node fs_target_nodes[] = {
 	[T_DIR] = DIR_NODE("", 0500, N_TARGETS),
 	[T_JVM] = JVM_DIR_NODE("jvm"),
-	/* JVM threads for now; native threads/ comes on another branch. */
-	[T_THREADS] = JVM_DIR_NODE("threads"),
+	[T_THREADS] = { .name = "threads", .mode = S_IFDIR | 0500, .parent = T_DIR,
+			.has_threads = true },
 	FILE_NODE("enable", 0600, T_DIR, render_enable, write_enable),
 	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
 	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
@@ -284,18 +319,29 @@ const struct node fs_target_nodes[] = {
 	DIFF_NODE("diff.folded", T_DIR, TARGET_PROFILE_CPU, DIFF_FOLDED),
 	DIFF_NODE("diff.svg", T_DIR, TARGET_PROFILE_CPU, DIFF_SVG),
 	FILE_NODE("status", 0400, T_JVM, render_jvm_status, NULL),
-	THREADS_NODE("dump", JVM_THREADS_DUMP),
-	THREADS_NODE("deadlocks", JVM_THREADS_DEADLOCKS),
-	THREADS_NODE("deadlocks.json", JVM_THREADS_DEADLOCKS_JSON),
-	THREADS_NODE("busy", JVM_THREADS_BUSY),
 	PROFILE_VIEWS("alloc", T_JVM, TARGET_PROFILE_JVM_ALLOC),
 	PROFILE_VIEWS("alloc_objects", T_JVM, TARGET_PROFILE_JVM_ALLOC_OBJECTS),
 	PROFILE_VIEWS("monitors", T_JVM, TARGET_PROFILE_JVM_MONITORS),
+	PROFILE_VIEWS("offcpu", T_DIR, TARGET_PROFILE_OFFCPU),
+	SLOW_NODE("blocking.json", T_DIR, render_blocking, 0),
+	SLOW_NODE("busy", T_THREADS, render_threads, JVM_THREADS_BUSY),
+	SLOW_NODE("dump", T_THREADS, render_threads, JVM_THREADS_DUMP),
+	SLOW_NODE("deadlocks", T_THREADS, render_threads, JVM_THREADS_DEADLOCKS),
+	SLOW_NODE("deadlocks.json", T_THREADS, render_threads, JVM_THREADS_DEADLOCKS_JSON),
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 
 _Static_assert(sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]) <= 256,
 	       "a target node's index is 8 bits of its inode number");
+
+/* threads/<tid>/: 0 is the directory, its parent being threads/ in fs_target_nodes. */
+const struct node fs_thread_nodes[] = {
+	DIR_NODE("", 0500, T_THREADS),
+	SLOW_NODE("name", 0, render_thread_file, THREAD_FILE_NAME),
+	SLOW_NODE("state", 0, render_thread_file, THREAD_FILE_STATE),
+	SLOW_NODE("cpu_us", 0, render_thread_file, THREAD_FILE_CPU_US),
+};
+const int fs_thread_nodes_count = sizeof(fs_thread_nodes) / sizeof(fs_thread_nodes[0]);
 
 uint64_t node_ino(int index)
 {
@@ -312,9 +358,33 @@ int node_target_index(const struct node_ref *ref)
 	return ref->node - fs_target_nodes;
 }
 
+uint64_t node_thread_ino(pid_t pid, pid_t tid, int index)
+{
+	return THREAD_INO_BIT | (uint64_t)pid << (THREAD_ID_BITS + 8) | (uint64_t)tid << 8 |
+	       (uint64_t)index;
+}
+
+int node_thread_index(const struct node_ref *ref)
+{
+	return ref->node - fs_thread_nodes;
+}
+
 int node_resolve(uint64_t ino, struct node_ref *out)
 {
-	if (ino & TARGET_INO_BIT) {
+	const uint64_t id_mask = (1ULL << THREAD_ID_BITS) - 1;
+
+	out->tid = 0;
+	if (ino & THREAD_INO_BIT) {
+		uint64_t index = ino & 0xff, tid = (ino >> 8) & id_mask;
+		uint64_t pid = (ino >> (THREAD_ID_BITS + 8)) & id_mask;
+
+		if (index >= (uint64_t)fs_thread_nodes_count || !pid || !tid ||
+		    ino != node_thread_ino(pid, tid, index))
+			return -ENOENT;
+		out->node = &fs_thread_nodes[index];
+		out->pid = pid;
+		out->tid = tid;
+	} else if (ino & TARGET_INO_BIT) {
 		uint64_t index = ino & 0xff, pid = (ino & ~TARGET_INO_BIT) >> 8;
 
 		if (index >= (uint64_t)fs_target_nodes_count || pid == 0 || pid > INT32_MAX)

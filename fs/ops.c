@@ -8,6 +8,7 @@
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "daemon/targets.h"
+#include "daemon/threads.h"
 #include "fs/fs_internal.h"
 
 /* Directories change only when processes come and go; a file's size changes with every
@@ -156,12 +157,34 @@ static bool parse_pid(const char *name, pid_t *pid)
 	return true;
 }
 
+/* A name in threads/<tid>/. */
+static void lookup_in_thread(fuse_req_t req, struct fs *fs, const struct caller *c,
+			     const struct node_ref *dir, const char *name)
+{
+	struct node_ref ref;
+	int err = access_check(fs->a, c, dir, X_OK);
+
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	for (int i = 1; i < fs_thread_nodes_count; i++) {
+		if (!strcmp(fs_thread_nodes[i].name, name)) {
+			node_resolve(node_thread_ino(dir->pid, dir->tid, i), &ref);
+			reply_entry(req, fs, &ref);
+			return;
+		}
+	}
+	fuse_reply_err(req, ENOENT);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	struct caller c = caller_of(req);
 	struct node_ref dir, ref = {0};
 	struct target_info ti;
+	pid_t tid;
 	int err;
 
 	err = node_resolve(parent, &dir);
@@ -169,10 +192,20 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, err ? -err : ENOTDIR);
 		return;
 	}
+	if (dir.tid) {
+		lookup_in_thread(req, fs, &c, &dir, name);
+		return;
+	}
 	if (dir.pid) {
 		err = access_check(fs->a, &c, &dir, X_OK);
 		if (err) {
 			fuse_reply_err(req, -err);
+			return;
+		}
+		if (dir.node->has_threads && parse_pid(name, &tid) &&
+		    native_thread_exists(dir.pid, tid)) {
+			node_resolve(node_thread_ino(dir.pid, tid, 0), &ref);
+			reply_entry(req, fs, &ref);
 			return;
 		}
 		for (int i = 1; i < fs_target_nodes_count; i++) {
@@ -500,8 +533,28 @@ static int list_targets(fuse_req_t req, struct fs *fs, struct dir_listing *l)
 	return err;
 }
 
+static int list_threads(fuse_req_t req, struct dir_listing *l, pid_t pid)
+{
+	char name[16];
+	pid_t *tids;
+	size_t n;
+	int err;
+
+	err = native_thread_ids(pid, &tids, &n);
+	for (size_t i = 0; !err && i < n; i++) {
+		snprintf(name, sizeof(name), "%d", (int)tids[i]);
+		err = listing_add(req, l, name, node_thread_ino(pid, tids[i], 0), S_IFDIR);
+	}
+	free(tids);
+	return err;
+}
+
 static uint64_t parent_ino(const struct node_ref *dir)
 {
+	if (dir->tid && node_thread_index(dir) == 0)
+		return node_target_ino(dir->pid, dir->node->parent);
+	if (dir->tid)
+		return node_thread_ino(dir->pid, dir->tid, 0);
 	if (dir->pid && node_target_index(dir) == 0)
 		return node_ino(fs_node_targets);
 	if (dir->pid)
@@ -530,7 +583,14 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		err = listing_add(req, l, ".", ino, S_IFDIR);
 	if (!err)
 		err = listing_add(req, l, "..", parent_ino(&ref), S_IFDIR);
-	if (!err && ref.pid) {
+	if (!err && ref.tid) {
+		for (int i = 1; !err && i < fs_thread_nodes_count; i++)
+			err = listing_add(req, l, fs_thread_nodes[i].name,
+					  node_thread_ino(ref.pid, ref.tid, i),
+					  fs_thread_nodes[i].mode);
+	} else if (!err && ref.pid) {
+		if (ref.node->has_threads)
+			err = list_threads(req, l, ref.pid);
 		for (int i = 1; !err && i < fs_target_nodes_count; i++)
 			if (fs_target_nodes[i].parent == node_target_index(&ref) &&
 			    node_present(fs->a, &fs_target_nodes[i], ref.pid))

@@ -272,6 +272,17 @@ int profile_frame_id_info(struct profile *p, const char *name, const struct fram
 	return err;
 }
 
+const char *profile_frame_name(struct profile *p, uint32_t id)
+{
+	const char *name = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (id < p->nnames)
+		name = p->names[id];
+	pthread_mutex_unlock(&p->lock);
+	return name;
+}
+
 static int stack_insert(struct profile *p, const uint32_t *frames, size_t depth,
 			struct stack **out)
 {

@@ -42,6 +42,9 @@ int profile_frame_id(struct profile *p, const char *name, uint32_t *id);
 int profile_frame_id_info(struct profile *p, const char *name, const struct frame_info *info,
 			  uint32_t *id);
 
+/* The name of frame id, valid for the profile's life; NULL for an id never interned. */
+const char *profile_frame_name(struct profile *p, uint32_t id);
+
 /* Adds count to the stack of frame ids (root first, depth >= 1) at second sec (unix time,
  * CLOCK_REALTIME). Returns 0, -EINVAL (depth 0 or an id that was never interned) or -ENOMEM. */
 int profile_add(struct profile *p, int64_t sec, const uint32_t *frames, size_t depth,

@@ -5,6 +5,9 @@
 #define APERTURE_VIEWS_H
 
 #include <stdio.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include "store/blocking.h"
 #include "store/profile.h"
 
 /* Folded stacks, as flamegraph.pl reads them: `thread;root;...;leaf COUNT`, one line per
@@ -48,5 +51,19 @@ int view_diff_folded(const struct profile_snapshot *base, const struct profile_s
 /* A differential flame graph of now: red grew, blue shrank, counts normalised by total. */
 int view_diff_svg(const struct profile_snapshot *base, const struct profile_snapshot *now,
 		  const struct view_meta *m, FILE *out);
+/* Which threads the blocking detector watches, and from when on a wait is blocking. */
+struct blocking_workers {
+	uint64_t threshold_ms;
+	bool watching;         /* the target is enabled and these are watched */
+	const char *found_by;  /* how they were found */
+	const char *pattern;   /* thread-name prefix they share */
+	const pid_t *tids;
+	size_t ntids;
+};
+
+/* blocking.json: the workers, the count of all events, and the kept ones oldest first, each
+ * with time, tid, thread, duration_us, reason (slept or preempted) and stack (root first). */
+int view_blocking_json(const struct blocking_snapshot *s, const struct blocking_workers *w,
+		       FILE *out);
 
 #endif

@@ -250,7 +250,8 @@ def test_jvm_exiting_during_attach(daemon, classes):
         time.sleep(0.5)
         t0 = time.monotonic()
         assert jvm_status(daemon, j.pid)["state"] == "attaching"
-        assert threads_file(daemon, j.pid, "dump") == ""
+        # Until the agent answers, threads/ shows what the kernel shows (the native views).
+        assert threads_file(daemon, j.pid, "dump").startswith("Native thread dump")
         assert time.monotonic() - t0 < 1
         os.kill(j.pid, signal.SIGKILL)
         j.proc.wait()

@@ -91,7 +91,9 @@ MODES = {"enable": "-rw-------", "status": "-r--------", "reset": "-rw-------",
          "cpu.folded": "-r--------", "cpu.top": "-r--------", "cpu.json": "-r--------",
          "cpu.pprof": "-r--------", "cpu.svg": "-r--------", "flame.svg": "-r--------",
          "window": "-rw-------", "baseline": "-rw-------", "diff.folded": "-r--------",
-         "diff.svg": "-r--------"}
+         "diff.svg": "-r--------", "offcpu.folded": "-r--------", "offcpu.top": "-r--------",
+         "offcpu.json": "-r--------", "offcpu.pprof": "-r--------", "offcpu.svg": "-r--------",
+         "blocking.json": "-r--------", "threads": "dr-x------"}
 
 
 def ls_ln(path):

@@ -1,0 +1,249 @@
+#!/usr/bin/python3
+"""Slowdown of a context-switch ping-pong (workloads/pingpong.c) under aperture's off-CPU
+collector and under the off-CPU tracers it competes with.
+
+    sudo bench/offcpu.py [--aperture build/aperture] [--pairs 5] [--trips 100000]
+
+BCC's offcputime attaches a kprobe to finish_task_switch: on a kernel without kprobes (this
+one) it cannot run, and the script records its error. bcc_offcpu.py is its method through
+BCC on the sched_switch tracepoint (stack ids at switch-out, time summed in the kernel by
+thread and stack ids), the runnable stand-in. Runs are baseline/profiled pairs in ABBA order, configurations taking
+turns; the figure is the median over pairs of profiled / baseline wall time (and of the
+workload's own user+sys, where in-kernel tracing cost is charged). Results go to
+bench/results/offcpu-<date>.{txt,json}."""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Daemon, Gated, folded_stats, median, read_text, task_cpu_s, wait_until  # noqa
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
+          "-fno-optimize-sibling-calls", "-pthread"]
+class Aperture:
+    name = "aperture offcpu.folded"
+
+    def __init__(self, daemon):
+        self.d = daemon
+
+    def attach(self, pid, tmp):
+        self.pid = pid
+        return self.d.write_enable(pid)
+
+    def begin(self):
+        self.cpu_b = self.d.cpu_s()
+
+    def finish(self):
+        cpu_run = self.d.cpu_s() - self.cpu_b
+        time.sleep(1.2)  # the last drain
+        lines, us = folded_stats(read_text(self.d.path("targets", str(self.pid),
+                                                       "offcpu.folded")))
+        wait_until(lambda: self.d.status().get("offcpu") == "idle", 5, 0.05)
+        return {"prof_cpu_run": cpu_run, "stacks": lines, "offcpu_us": us}
+
+
+class External:
+    def attach(self, pid, tmp):
+        self.out = os.path.join(tmp, "tracer.out")
+        t0 = time.monotonic()
+        with open(self.out, "w") as out, open(self.out + ".err", "w") as err:
+            self.proc = subprocess.Popen(self.argv(pid), stdout=out, stderr=err,
+                                         start_new_session=True)
+        if not wait_until(lambda: self.ready() or self.proc.poll() is not None, 60):
+            self.proc.kill()
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name}: {read_text(self.out + '.err')[-300:]}")
+        return time.monotonic() - t0
+
+    def begin(self):
+        self.cpu_b = task_cpu_s(self.proc.pid)
+
+    def finish(self):
+        cpu_run = task_cpu_s(self.proc.pid) - self.cpu_b
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return {"prof_cpu_run": cpu_run, "out_bytes": os.path.getsize(self.out)}
+
+
+class BccMethod(External):
+    name = "BCC, offcputime's method"
+
+    def argv(self, pid):
+        return [os.path.join(HERE, "bcc_offcpu.py"), str(pid)]
+
+    def ready(self):
+        return "attached" in read_text(self.out)
+
+
+class Offcputime(External):
+    name = "BCC offcputime-bpfcc -p"
+
+    def argv(self, pid):
+        return ["offcputime-bpfcc", "-f", "-p", str(pid)]
+
+    def ready(self):
+        # It prints nothing until it ends; it is attached once it holds its programs.
+        try:
+            fds = os.listdir(f"/proc/{self.proc.pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                if "bpf-prog" in os.readlink(f"/proc/{self.proc.pid}/fd/{fd}"):
+                    return True
+            except OSError:
+                pass
+        return False
+
+
+def switch_prog_stats(pid):
+    """(run_cnt, run_time_ns) of the tracepoint and raw_tracepoint programs pid holds: its
+    sched_switch program, and exec hooks that run a few times."""
+    cnt = ns = 0
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            info = dict(l.split(":\t", 1) for l in
+                        read_text(f"/proc/{pid}/fdinfo/{fd}").splitlines() if ":\t" in l)
+        except OSError:
+            continue
+        if info.get("prog_type", "").strip() in ("5", "17") and "run_cnt" in info:
+            cnt += int(info["run_cnt"])
+            ns += int(info["run_time_ns"])
+    return cnt, ns
+
+
+def per_run_ns(argv, tracer, tmp):
+    """One more run with kernel.bpf_stats_enabled on (it costs itself, so never during the
+    pairs): the tracer's programs' mean time per run."""
+    w = Gated(argv, tmp, "stats")
+    try:
+        tracer.attach(w.pid, tmp)
+        time.sleep(1.0)
+        owner = tracer.d.pid if isinstance(tracer, Aperture) else tracer.proc.pid
+        c0, t0 = switch_prog_stats(owner)
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        w.release()
+        w.finish()
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("0")
+        if w.proc.poll() is None:
+            w.proc.kill()
+    c1, t1 = switch_prog_stats(owner)
+    tracer.begin()
+    tracer.finish()
+    return (t1 - t0) / (c1 - c0) if c1 > c0 else float("nan")
+
+
+def run_once(argv, tracer, tmp, tag):
+    w = Gated(argv, tmp, tag)
+    rec = {}
+    try:
+        if tracer:
+            rec["attach_s"] = tracer.attach(w.pid, tmp)
+            time.sleep(1.0)  # the tracer finishes its set-up
+            tracer.begin()
+        w.release()
+        rec.update(w.finish())
+    except BaseException:
+        w.proc.kill()
+        w.proc.wait()
+        raise
+    if tracer:
+        rec.update(tracer.finish())
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--aperture", default=os.path.join(HERE, "..", "build", "aperture"))
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--trips", type=int, default=100000)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="aperture-offcpu-bench-")
+    binary = os.path.join(tmp, "pingpong")
+    subprocess.run(["clang", *CFLAGS, "-I", os.path.join(HERE, "workloads"), "-o", binary,
+                    os.path.join(HERE, "workloads", "pingpong.c")], check=True)
+    argv = [binary, str(args.trips)]
+    daemon = Daemon(os.path.abspath(args.aperture))
+    tracers = [Aperture(daemon), BccMethod(), Offcputime()]
+    pairs = {t.name: [] for t in tracers}
+    errors = {}
+    try:
+        for r in range(args.pairs):
+            for t in tracers:
+                if t.name in errors:
+                    continue
+                try:
+                    runs = [None, t] if r % 2 == 0 else [t, None]
+                    recs = [run_once(argv, x, tmp, f"{r}-{i}") for i, x in enumerate(runs)]
+                except RuntimeError as e:
+                    errors[t.name] = str(e).strip().splitlines()[-1]
+                    continue
+                base, prof = recs if r % 2 == 0 else recs[::-1]
+                pairs[t.name].append((base, prof))
+                print(f"pair {r} {t.name}: {prof['wall'] / base['wall']:.3f}", flush=True)
+        ns_per_run = {}
+        for t in tracers:
+            if t.name not in errors:
+                ns_per_run[t.name] = per_run_ns(argv, t, tmp)
+    finally:
+        daemon.stop()
+    rows = {}
+    for name, ps in pairs.items():
+        if not ps:
+            continue
+        wall = [p["wall"] / b["wall"] for b, p in ps]
+        cpu = [p["self_cpu"] / b["self_cpu"] for b, p in ps]
+        rows[name] = {"pairs": len(ps), "wall_ratio": median(wall), "wall_min": min(wall),
+                      "wall_max": max(wall), "cpu_ratio": median(cpu),
+                      "base_wall_s": median([b["wall"] for b, _ in ps]),
+                      "prof_cpu_run_s": median([p["prof_cpu_run"] for _, p in ps]),
+                      "attach_s": median([p["attach_s"] for _, p in ps]),
+                      "bpf_ns_per_run": ns_per_run.get(name)}
+        if "offcpu_us" in ps[0][1]:
+            rows[name]["offcpu_s_in_profile"] = median([p["offcpu_us"] / 1e6 for _, p in ps])
+    lines = [f"context-switch ping-pong, {args.trips} round trips, {args.pairs} ABBA pairs, "
+             f"{os.cpu_count()} CPUs, kernel {os.uname().release}",
+             f"{'tracer':32} {'wall ratio (min-max)':24} {'cpu ratio':>9} {'tracer CPU':>10} "
+             f"{'BPF ns/run':>10}"]
+    for name, r in rows.items():
+        lines.append(f"{name:32} {r['wall_ratio']:.3f} ({r['wall_min']:.3f}-{r['wall_max']:.3f})"
+                     f"{'':5} {r['cpu_ratio']:9.3f} {r['prof_cpu_run_s']:9.2f}s "
+                     f"{r['bpf_ns_per_run'] or float('nan'):10.0f}")
+    lines.append("wall/cpu ratio: median over pairs of traced / untraced (cpu: the workload's "
+                 "own user+sys, where in-kernel tracing is charged); BPF ns/run: mean time of "
+                 "the tracer's sched_switch program per run (every switch on the machine "
+                 "runs it), from a separate run with kernel.bpf_stats_enabled")
+    for name, why in errors.items():
+        lines.append(f"{name:32} could not run: {why}")
+    if len(rows) > 1 and "aperture offcpu.folded" in rows:
+        ap_wall = rows["aperture offcpu.folded"]["wall_ratio"]
+        for name, r in rows.items():
+            if name != "aperture offcpu.folded":
+                lines.append(f"aperture's slowdown / {name}'s: "
+                             f"{(ap_wall - 1) / (r['wall_ratio'] - 1) if r['wall_ratio'] != 1 else float('nan'):.2f} "
+                             f"(wall ratios {ap_wall:.3f} vs {r['wall_ratio']:.3f})")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    stamp = time.strftime("%Y-%m-%dT%H%M%S")
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", f"offcpu-{stamp}.txt"), "w") as f:
+        f.write(text)
+    with open(os.path.join(HERE, "results", f"offcpu-{stamp}.json"), "w") as f:
+        json.dump({"rows": rows, "errors": errors, "trips": args.trips}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

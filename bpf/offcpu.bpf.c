@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Off-CPU time: at each context switch, a thread of an enabled tgid that leaves the CPU has
+ * its stacks and the time recorded (start map, by tid); when it comes back, the time it was
+ * away is added in the kernel to a counts map keyed like cpu's, so userspace reads one entry
+ * per (thread, stack) a second however many switches there were. Waits shorter than
+ * min_ns are dropped here. A worker thread (workers map, filled by userspace) away longer
+ * than blocking_ns also sends an event with its stacks through a ring buffer.
+ *
+ * sched_switch through a raw tracepoint: tp_btf is not available on every kernel we run on
+ * (not on this one), and the raw tracepoint's arguments are the same. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "offcpu.h"
+#include "stack_capture.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct offcpu_target);
+} targets SEC(".maps");
+
+/* Threads of enabled targets that are off CPU now, by tid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct offcpu_start);
+} start SEC(".maps");
+
+/* Worker threads, by tid: their long waits are blocking events. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} workers SEC(".maps");
+
+struct counts_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__uint(key_size, sizeof(struct cpu_key));
+	__uint(value_size, sizeof(__u64));
+};
+
+/* Drained by swapping the inner map, as cpu's counts (see cpu.bpf.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct counts_map);
+} counts SEC(".maps");
+
+/* Stacks stay from drain to drain; userspace empties the map when it is filling up.
+ * Preallocated: under the runqueue lock an allocation may fail. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, struct cpu_stack);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_stack);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, OFFCPU_STAT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+__u64 min_ns = 1000;
+__u64 blocking_ns = 5000000;
+__u64 stacks_stored = 0;
+
+#define TASK_DEAD_STATE 0x80 /* TASK_DEAD, a macro vmlinux.h lacks */
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		(*v)++;
+}
+
+/* prev is the current task: its stacks are the ones bpf_get_stack reads. */
+static __always_inline void switch_out(void *ctx, struct task_struct *prev, bool preempt,
+				       unsigned int prev_state, __u64 now)
+{
+	__u32 tgid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
+	struct offcpu_target *target = bpf_map_lookup_elem(&targets, &tgid);
+	struct offcpu_start st = {};
+	long err;
+
+	/* A dead task's last switch-out has no return. */
+	if (!target || prev_state & TASK_DEAD_STATE)
+		return;
+	st.key.pid = tgid;
+	st.key.tid = tid;
+	st.key.exec_gen = target->exec_gen;
+	bpf_get_current_comm(st.key.comm, sizeof(st.key.comm));
+	err = capture_stack(ctx, &scratch, &stacks, BPF_F_USER_STACK, &stacks_stored,
+			    &st.key.ustack);
+	if (err == -E2BIG || err == -ENOMEM)
+		stat_inc(OFFCPU_STAT_STACKS_FULL);
+	else if (err < 0 && err != -EFAULT)
+		st.key.flags |= CPU_KEY_USTACK_ERR;
+	/* Its leaf frames are the tracing machinery, how many depends on how many programs
+	 * are attached: userspace drops them by name. */
+	err = capture_stack(ctx, &scratch, &stacks, 0, &stacks_stored, &st.key.kstack);
+	if (err == -E2BIG || err == -ENOMEM)
+		stat_inc(OFFCPU_STAT_STACKS_FULL);
+	st.ts = now;
+	st.state = prev_state;
+	st.preempt = preempt;
+	if (bpf_map_update_elem(&start, &tid, &st, BPF_ANY)) {
+		stat_inc(OFFCPU_STAT_START_FULL);
+		__sync_fetch_and_add(&target->drops, 1);
+	}
+}
+
+static __always_inline void add_time(struct offcpu_start *st, __u64 delta)
+{
+	__u32 zero = 0;
+	void *counts_map = bpf_map_lookup_elem(&counts, &zero);
+	struct offcpu_target *target;
+
+	if (!counts_map)
+		return;
+	stat_inc(OFFCPU_STAT_WAITS);
+	if (!counts_add(counts_map, &st->key, delta))
+		return;
+	stat_inc(OFFCPU_STAT_COUNTS_FULL);
+	target = bpf_map_lookup_elem(&targets, &st->key.pid);
+	if (target)
+		__sync_fetch_and_add(&target->drops, 1);
+}
+
+static __always_inline void send_event(struct offcpu_start *st, __u64 delta)
+{
+	struct offcpu_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+
+	if (!ev) {
+		stat_inc(OFFCPU_STAT_EVENTS_LOST);
+		return;
+	}
+	ev->key = st->key;
+	ev->off_ns = st->ts;
+	ev->dur_ns = delta;
+	ev->state = st->state;
+	ev->preempt = st->preempt;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline void switch_in(struct task_struct *next, __u64 now)
+{
+	__u32 tid = BPF_CORE_READ(next, pid);
+	struct offcpu_start *st = bpf_map_lookup_elem(&start, &tid);
+	__u64 delta;
+
+	if (!st)
+		return;
+	delta = now - st->ts;
+	if (delta >= min_ns)
+		add_time(st, delta);
+	if (delta >= blocking_ns && bpf_map_lookup_elem(&workers, &tid))
+		send_event(st, delta);
+	bpf_map_delete_elem(&start, &tid);
+}
+
+/* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
+ *          unsigned int prev_state) */
+SEC("raw_tracepoint/sched_switch")
+int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+	bool preempt = ctx->args[0];
+	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
+	unsigned int prev_state = ctx->args[3];
+	__u64 now = bpf_ktime_get_ns();
+
+	switch_out(ctx, prev, preempt, prev_state, now);
+	switch_in(next, now);
+	return 0;
+}
+
+SEC("raw_tracepoint/sched_process_exec")
+int offcpu_exec(void *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct offcpu_target *target = bpf_map_lookup_elem(&targets, &tgid);
+
+	if (target)
+		__sync_fetch_and_add(&target->exec_gen, 1);
+	return 0;
+}

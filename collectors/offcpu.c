@@ -1,0 +1,548 @@
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <uthash.h>
+#include "bpf/offcpu.h"
+#include "collectors/cpu_internal.h"
+#include "collectors/offcpu.h"
+#include "collectors/workers.h"
+#include "offcpu.skel.h"
+
+struct offcpu_target_state {
+	pid_t pid;
+	struct cpu_target_state *names; /* the cpu collector names its stacks */
+	struct blocking_log *log;
+	struct workers workers;   /* tids in the kernel's workers map */
+	UT_hash_handle hh;
+};
+
+struct offcpu_collector {
+	pthread_mutex_t lock;     /* everything below */
+	struct offcpu_bpf *skel;
+	struct cpu_collector *cpu; /* whose naming of stacks is shared */
+	struct symbolizer *syms;
+	struct bpf_link *switch_link, *exec_link; /* attached while a target exists */
+	struct ring_buffer *events;
+	struct cpu_inner_spec counts_spec;
+	int counts_fds[2];
+	int counts_live;
+	struct offcpu_target_state *targets;
+	int64_t now;              /* second being drained */
+	int64_t realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC, at this drain */
+	struct cpu_stack raw;
+	void *batch_keys, *batch_values;
+	int ncpus;
+	char workers_prefix[16];  /* config/workers as of the last drain */
+	_Atomic bool running;
+	_Atomic uint64_t stacks_lost;
+};
+
+static const struct cpu_inner_spec counts_spec = {
+	.key_size = sizeof(struct cpu_key),
+	.value_size = sizeof(__u64),
+	.max_entries = 32768,
+	.flags = 0,
+};
+
+int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **out,
+			 char *errbuf, size_t errlen)
+{
+	struct offcpu_collector *c = calloc(1, sizeof(*c));
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	c->cpu = cpu;
+	c->syms = cpu->syms;
+	c->counts_spec = counts_spec;
+	c->ncpus = libbpf_num_possible_cpus();
+	c->counts_fds[0] = cpu_create_inner(&c->counts_spec, "offcpu_counts");
+	c->counts_fds[1] = cpu_create_inner(&c->counts_spec, "offcpu_counts");
+	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
+	c->batch_values = calloc(c->counts_spec.max_entries, sizeof(__u64));
+	if (c->counts_fds[0] < 0 || c->counts_fds[1] < 0 || !c->batch_keys ||
+	    !c->batch_values || c->ncpus <= 0) {
+		err = -ENOMEM;
+		snprintf(errbuf, errlen, "creating maps: %s", strerror(-err));
+		goto fail;
+	}
+	c->skel = offcpu_bpf__open();
+	if (!c->skel) {
+		err = -errno;
+		snprintf(errbuf, errlen, "opening BPF object: %s", strerror(-err));
+		goto fail;
+	}
+	bpf_map__set_inner_map_fd(c->skel->maps.counts, c->counts_fds[0]);
+	err = offcpu_bpf__load(c->skel);
+	if (!err)
+		err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[0]);
+	if (err) {
+		snprintf(errbuf, errlen, "loading BPF programs: %s", strerror(-err));
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	offcpu_collector_free(c);
+	return err;
+}
+
+static void detach_locked(struct offcpu_collector *c)
+{
+	bpf_link__destroy(c->switch_link);
+	bpf_link__destroy(c->exec_link);
+	c->switch_link = c->exec_link = NULL;
+	c->running = false;
+}
+
+static void target_state_free(struct offcpu_target_state *t)
+{
+	if (t->names)
+		cpu_target_state_free(t->names);
+	blocking_log_unref(t->log);
+	workers_fini(&t->workers);
+	free(t);
+}
+
+void offcpu_collector_free(struct offcpu_collector *c)
+{
+	struct offcpu_target_state *t, *tmp;
+
+	if (!c)
+		return;
+	detach_locked(c);
+	ring_buffer__free(c->events);
+	HASH_ITER(hh, c->targets, t, tmp) {
+		HASH_DEL(c->targets, t);
+		target_state_free(t);
+	}
+	offcpu_bpf__destroy(c->skel);
+	for (int i = 0; i < 2; i++)
+		if (c->counts_fds[i] >= 0)
+			close(c->counts_fds[i]);
+	free(c->batch_keys);
+	free(c->batch_values);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void offcpu_collector_set_limits(struct offcpu_collector *c, uint64_t min_us,
+				 uint64_t blocking_ms)
+{
+	c->skel->data->min_ns = min_us * 1000;
+	c->skel->data->blocking_ns = blocking_ms * 1000000;
+}
+
+static int handle_event(void *ctx, void *data, size_t size);
+
+/* A target state of the cpu collector's kind, for naming pid's stacks into profile. Reads
+ * the process's mappings now, while it is surely alive: -ESRCH if it is gone. */
+static int names_new(struct offcpu_collector *c, pid_t pid, struct profile *profile,
+		     struct cpu_target_state **out)
+{
+	struct cpu_target_state *n = calloc(1, sizeof(*n));
+	struct cpu_gen_syms *slot;
+
+	if (!n)
+		return -ENOMEM;
+	n->pid = pid;
+	n->profile = profile_ref(profile);
+	if (!cpu_gen_syms(c->cpu, n, 0, &slot)) {
+		cpu_target_state_free(n);
+		return -ESRCH;
+	}
+	*out = n;
+	return 0;
+}
+
+/* Every context switch on the machine runs the program while it is attached: only while
+ * some target is enabled. */
+static int attach_locked(struct offcpu_collector *c, char *errbuf, size_t errlen)
+{
+	int err;
+
+	if (c->switch_link)
+		return 0;
+	if (!c->events) {
+		c->events = ring_buffer__new(bpf_map__fd(c->skel->maps.events), handle_event, c,
+					     NULL);
+		if (!c->events) {
+			err = -errno;
+			snprintf(errbuf, errlen, "ring buffer: %s", strerror(-err));
+			return err;
+		}
+	}
+	c->exec_link = bpf_program__attach(c->skel->progs.offcpu_exec);
+	c->switch_link = c->exec_link ? bpf_program__attach(c->skel->progs.offcpu_switch) : NULL;
+	if (!c->switch_link) {
+		err = -errno;
+		snprintf(errbuf, errlen, "attaching to sched_switch: %s", strerror(-err));
+		detach_locked(c);
+		return err;
+	}
+	c->running = true;
+	return 0;
+}
+
+/* Puts t's current worker threads in the kernel's workers map. */
+static void update_workers_locked(struct offcpu_collector *c, struct offcpu_target_state *t)
+{
+	int fd = bpf_map__fd(c->skel->maps.workers);
+	struct workers w;
+	__u32 one = 1;
+
+	if (workers_find(t->pid, c->workers_prefix, &w))
+		return;
+	for (size_t i = 0; i < t->workers.n; i++)
+		bpf_map_delete_elem(fd, &t->workers.tids[i]);
+	for (size_t i = 0; i < w.n; i++)
+		bpf_map_update_elem(fd, &w.tids[i], &one, BPF_ANY);
+	workers_fini(&t->workers);
+	t->workers = w;
+}
+
+
+int offcpu_collector_add(struct offcpu_collector *c, pid_t pid, struct profile *profile,
+			 struct blocking_log *log, char *errbuf, size_t errlen)
+{
+	struct offcpu_target value = {0};
+	struct offcpu_target_state *t;
+	int err = 0;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t)
+		goto out;
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		err = -ENOMEM;
+		snprintf(errbuf, errlen, "out of memory");
+		goto out;
+	}
+	t->pid = pid;
+	t->log = blocking_log_ref(log);
+	HASH_ADD_INT(c->targets, pid, t);
+	err = names_new(c, pid, profile, &t->names);
+	if (err) {
+		snprintf(errbuf, errlen, "process %d is gone", (int)pid);
+		goto undo;
+	}
+	err = attach_locked(c, errbuf, errlen);
+	if (err)
+		goto undo;
+	update_workers_locked(c, t);
+	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.targets), &pid, &value, BPF_ANY)) {
+		err = -errno;
+		snprintf(errbuf, errlen, "%s", err == -E2BIG ? "too many targets enabled at once"
+							    : strerror(-err));
+		goto undo;
+	}
+	goto out;
+undo:
+	HASH_DEL(c->targets, t);
+	target_state_free(t);
+	if (!c->targets)
+		detach_locked(c);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* The tracing code a sched_switch stack starts with; a program without a kallsyms entry yet
+ * is named [kernel]+0x... */
+static bool is_tracing_frame(struct offcpu_collector *c, uint64_t addr)
+{
+	static const char *const prefixes[] = { "bpf_", "__bpf_trace_", "__traceiter_",
+						"[kernel]+0x" };
+	char name[256];
+
+	if (symbolizer_kernel_name(c->syms, addr, name, sizeof(name)))
+		return false;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
+}
+
+/* The stack with this hash from the kernel's stacks map, named: NULL if it is gone or memory
+ * ran out. Kernel stacks lose their leading tracing frames. */
+static struct cpu_named_stack *named(struct offcpu_collector *c, struct offcpu_target_state *t,
+				     uint64_t hash, uint32_t gen, bool kernel)
+{
+	struct cpu_named_key key = {
+		.hash = hash,
+		.gen = kernel ? 0 : gen,
+		.kind = kernel ? CPU_STACK_KERNEL : CPU_STACK_USER,
+	};
+	const uint64_t *pcs = (const uint64_t *)c->raw.ips;
+	uint32_t depth = 0, skip = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.stacks), &hash, &c->raw))
+		return NULL;
+	while (depth < CPU_MAX_DEPTH && pcs[depth])
+		depth++;
+	while (kernel && skip < depth && is_tracing_frame(c, pcs[skip]))
+		skip++;
+	return cpu_name_pcs(c->cpu, t->names, &key, pcs + skip, depth - skip,
+			    depth == CPU_MAX_DEPTH);
+}
+
+/* The user and kernel stacks of key: -ENOENT if one is gone (or memory ran out). */
+static int named_key(struct offcpu_collector *c, struct offcpu_target_state *t,
+		     const struct cpu_key *key, struct cpu_named_stack **user,
+		     struct cpu_named_stack **kern)
+{
+	*user = *kern = NULL;
+	if (key->ustack && !(*user = named(c, t, key->ustack, key->exec_gen, false)))
+		return -ENOENT;
+	if (key->kstack && !(*kern = named(c, t, key->kstack, 0, true)))
+		return -ENOENT;
+	return 0;
+}
+
+/* The frames of stacks (NULL ones skipped) as one string, root first, ';' between them. */
+static void join_frames(struct profile *p, const struct cpu_named_stack *const *stacks,
+			int nstacks, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int k = 0; k < nstacks; k++) {
+		for (uint32_t i = 0; stacks[k] && i < stacks[k]->depth && at < len; i++) {
+			const char *name = profile_frame_name(p, stacks[k]->ids[i]);
+			int w = snprintf(buf + at, len - at, "%s%s", at ? ";" : "",
+					 name ? name : "?");
+
+			if (w < 0)
+				return;
+			at += w;
+		}
+	}
+}
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	struct offcpu_collector *c = ctx;
+	const struct offcpu_event *ev = data;
+	struct cpu_named_stack *stacks[2];
+	struct offcpu_target_state *t;
+	struct blocking_event be = {0};
+	char stack[8192];
+	pid_t pid;
+
+	if (size < sizeof(*ev))
+		return 0;
+	pid = ev->key.pid;
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (!t)
+		return 0;
+	if (named_key(c, t, &ev->key, &stacks[0], &stacks[1]))
+		snprintf(stack, sizeof(stack), "[lost]");
+	else
+		join_frames(t->names->profile, (const struct cpu_named_stack *const *)stacks, 2,
+			    stack, sizeof(stack));
+	be.time_ns = (int64_t)ev->off_ns + c->realtime_offset_ns;
+	be.dur_us = ev->dur_ns / 1000;
+	be.tid = ev->key.tid;
+	memcpy(be.thread, ev->key.comm, sizeof(be.thread) - 1);
+	be.state = ev->state;
+	be.preempted = ev->preempt || ev->state == 0;
+	be.stack = stack;
+	return blocking_log_add(t->log, &be);
+}
+
+struct drain_ctx {
+	struct offcpu_collector *c;
+	int first_err;
+};
+
+static int add_sums(void *arg, const void *keys, const void *values, uint32_t n)
+{
+	struct offcpu_collector *c = arg;
+	const struct cpu_key *k = keys;
+	const __u64 *ns = values;
+	struct cpu_named_stack *user, *kern;
+	struct offcpu_target_state *t;
+	int err, first_err = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		pid_t pid = k[i].pid;
+		uint64_t us = (ns[i] + 500) / 1000;
+
+		HASH_FIND_INT(c->targets, &pid, t);
+		if (!t || !us)
+			continue;
+		if (named_key(c, t, &k[i], &user, &kern)) {
+			atomic_fetch_add(&c->stacks_lost, 1);
+			continue;
+		}
+		err = cpu_add_stacks(t->names, k[i].comm, user, k[i].flags & CPU_KEY_USTACK_ERR,
+				     kern, us, c->now);
+		if (err && !first_err)
+			first_err = err;
+	}
+	return first_err;
+}
+
+/* Stacks stay in the kernel's map from drain to drain; when it is filling up it is emptied,
+ * after this drain named what it needed. Waits whose thread is off CPU across this lose
+ * their stack (counted as stacks_lost). */
+static void trim_stacks_locked(struct offcpu_collector *c)
+{
+	int fd = bpf_map__fd(c->skel->maps.stacks);
+	__u64 key, next;
+
+	if (c->skel->bss->stacks_stored < bpf_map__max_entries(c->skel->maps.stacks) / 10 * 8)
+		return;
+	while (!bpf_map_get_next_key(fd, NULL, &next)) {
+		key = next;
+		if (bpf_map_delete_elem(fd, &key))
+			break;
+	}
+	c->skel->bss->stacks_stored = 0;
+}
+
+static int drain_locked(struct offcpu_collector *c, int64_t now)
+{
+	int old = c->counts_live, err;
+	struct timespec rt, mono;
+
+	c->now = now;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	c->realtime_offset_ns = (rt.tv_sec - mono.tv_sec) * 1000000000LL +
+				(rt.tv_nsec - mono.tv_nsec);
+	if (c->events)
+		ring_buffer__consume(c->events);
+	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
+	if (err)
+		return err;
+	c->counts_live = !old;
+	err = cpu_take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
+			   c->counts_spec.max_entries, add_sums, c);
+	trim_stacks_locked(c);
+	return err;
+}
+
+/* Threads of pid still off CPU when it is disabled: their waits must not count from then if
+ * it is enabled again. */
+static void forget_started_locked(struct offcpu_collector *c, pid_t pid)
+{
+	int fd = bpf_map__fd(c->skel->maps.start);
+	struct offcpu_start st;
+	__u32 key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &st) && st.key.pid == (__u32)pid)
+			bpf_map_delete_elem(fd, &key);
+	}
+}
+
+uint64_t offcpu_collector_remove(struct offcpu_collector *c, pid_t pid, int64_t now)
+{
+	struct offcpu_target_state *t;
+	struct offcpu_target value;
+	uint64_t drops = 0;
+	int fd;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t) {
+		fd = bpf_map__fd(c->skel->maps.targets);
+		if (!bpf_map_lookup_elem(fd, &pid, &value))
+			drops = value.drops;
+		bpf_map_delete_elem(fd, &pid);
+		for (size_t i = 0; i < t->workers.n; i++)
+			bpf_map_delete_elem(bpf_map__fd(c->skel->maps.workers),
+					    &t->workers.tids[i]);
+		drain_locked(c, now);
+		forget_started_locked(c, pid);
+		HASH_DEL(c->targets, t);
+		target_state_free(t);
+		if (!c->targets)
+			detach_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return drops;
+}
+
+int offcpu_collector_drain(struct offcpu_collector *c, int64_t now, const char *workers)
+{
+	struct offcpu_target_state *t, *tmp;
+	int err = 0;
+
+	pthread_mutex_lock(&c->lock);
+	snprintf(c->workers_prefix, sizeof(c->workers_prefix), "%s", workers);
+	if (c->targets) {
+		HASH_ITER(hh, c->targets, t, tmp)
+			update_workers_locked(c, t);
+		err = drain_locked(c, now);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int offcpu_collector_thread_stack(struct offcpu_collector *c, pid_t pid, pid_t tid, char *buf,
+				  size_t len)
+{
+	struct cpu_named_stack *user = NULL;
+	struct offcpu_target_state *t;
+	struct offcpu_start st;
+	__u32 key = tid;
+
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t && !bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.start), &key, &st) &&
+	    st.key.pid == (__u32)pid && st.key.ustack)
+		user = named(c, t, st.key.ustack, st.key.exec_gen, false);
+	if (user)
+		join_frames(t->names->profile, (const struct cpu_named_stack *const *)&user, 1,
+			    buf, len);
+	pthread_mutex_unlock(&c->lock);
+	return user ? 0 : -ENOENT;
+}
+
+int offcpu_collector_workers(struct offcpu_collector *c, pid_t pid, struct workers *out)
+{
+	struct offcpu_target_state *t;
+	int err = -ENOENT;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_INT(c->targets, &pid, t);
+	if (t) {
+		*out = t->workers;
+		out->tids = malloc((t->workers.n ? t->workers.n : 1) * sizeof(*out->tids));
+		err = out->tids ? 0 : -ENOMEM;
+		if (!err)
+			memcpy(out->tids, t->workers.tids, t->workers.n * sizeof(*out->tids));
+		else
+			out->n = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+void offcpu_collector_get_stats(struct offcpu_collector *c, struct offcpu_collector_stats *out)
+{
+	__u64 sums[OFFCPU_STAT_NR] = {0};
+
+	cpu_percpu_sums(bpf_map__fd(c->skel->maps.stats), c->ncpus, sums, OFFCPU_STAT_NR);
+	out->waits = sums[OFFCPU_STAT_WAITS];
+	out->counts_full = sums[OFFCPU_STAT_COUNTS_FULL];
+	out->stacks_full = sums[OFFCPU_STAT_STACKS_FULL];
+	out->start_full = sums[OFFCPU_STAT_START_FULL];
+	out->events_lost = sums[OFFCPU_STAT_EVENTS_LOST];
+	out->stacks_lost = atomic_load(&c->stacks_lost);
+	out->running = c->running;
+}

@@ -1,0 +1,64 @@
+/* Off-CPU time and blocked workers: a raw tracepoint on sched_switch, attached while a target
+ * is enabled, records the stacks of each thread of an enabled process that leaves the CPU and
+ * adds the time it stayed away, in the kernel, to a (thread, stacks) sum (bpf/offcpu.bpf.c).
+ * Once a second the daemon drains the sums into each target's profile (microseconds), the
+ * blocking events of worker threads into its blocking log, and re-discovers its workers. */
+#ifndef APERTURE_COLLECTORS_OFFCPU_H
+#define APERTURE_COLLECTORS_OFFCPU_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "store/blocking.h"
+#include "store/profile.h"
+#include "collectors/workers.h"
+#include "symbols/symbols.h"
+
+struct offcpu_collector;
+
+struct offcpu_collector_stats {
+	uint64_t waits;        /* waits of enabled targets kept (at least offcpu_min_us) */
+	uint64_t counts_full;  /* waits dropped: counts map full */
+	uint64_t stacks_full;  /* stacks not stored: stacks map full */
+	uint64_t start_full;   /* switch-outs not recorded: start map full */
+	uint64_t events_lost;  /* blocking events dropped: ring buffer full */
+	uint64_t stacks_lost;  /* waits dropped: their stack was gone when drained */
+	int running;           /* sched_switch program attached */
+};
+
+struct cpu_collector;
+
+/* Loads and verifies the BPF programs; attaches nothing yet. Stacks are named by cpu's
+ * naming (its symbolizer, its kind of caches), so both profiles name frames alike. -errno
+ * with a reason. */
+int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **out,
+			 char *errbuf, size_t errlen);
+void offcpu_collector_free(struct offcpu_collector *c);
+
+/* Waits shorter than min_us are dropped in the kernel; a worker off CPU for blocking_ms or
+ * longer is a blocking event. */
+void offcpu_collector_set_limits(struct offcpu_collector *c, uint64_t min_us,
+				 uint64_t blocking_ms);
+
+/* Starts collecting for pid into profile and log (both referenced). -ESRCH if gone. */
+int offcpu_collector_add(struct offcpu_collector *c, pid_t pid, struct profile *profile,
+			 struct blocking_log *log, char *errbuf, size_t errlen);
+/* Stops collecting for pid after draining it (now: the second counted). Returns the waits the
+ * kernel dropped during this enable. */
+uint64_t offcpu_collector_remove(struct offcpu_collector *c, pid_t pid, int64_t now);
+
+/* Drains sums and events into the targets' profiles and logs, counted at second now, and
+ * re-discovers each target's worker threads (workers: config/workers, "" = discover). */
+int offcpu_collector_drain(struct offcpu_collector *c, int64_t now, const char *workers);
+
+/* The user stack thread tid of enabled target pid went off CPU with, if it is off CPU now:
+ * frames root first, ';' between them, into buf. -ENOENT if not known. */
+int offcpu_collector_thread_stack(struct offcpu_collector *c, pid_t pid, pid_t tid, char *buf,
+				  size_t len);
+
+/* A copy of the worker threads watched for enabled target pid (workers_fini it); -ENOENT
+ * if pid is not enabled. */
+int offcpu_collector_workers(struct offcpu_collector *c, pid_t pid, struct workers *out);
+
+void offcpu_collector_get_stats(struct offcpu_collector *c, struct offcpu_collector_stats *out);
+
+#endif
