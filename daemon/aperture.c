@@ -6,6 +6,7 @@
 #include <bpf/libbpf_version.h>
 #include <elfutils/version.h>
 #include "collectors/cpu.h"
+#include "collectors/sys.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
 #include "symbols/symbols.h"
@@ -61,6 +62,9 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 				a->cpu_error, sizeof(a->cpu_error));
 	if (err)
 		a->cpu = NULL;
+	err = sys_collector_new(a->syms, &a->sys, a->sys_error, sizeof(a->sys_error));
+	if (err)
+		a->sys = NULL;
 	return targets_new(a, &a->targets);
 }
 
@@ -85,6 +89,11 @@ static void *loop_main(void *arg)
 			err = cpu_collector_drain(a->cpu, aperture_now());
 			if (err)
 				aperture_set_error(a, "draining cpu samples: %s", strerror(-err));
+		}
+		if (a->sys) {
+			err = sys_collector_drain(a->sys, aperture_now());
+			if (err)
+				aperture_set_error(a, "draining system calls: %s", strerror(-err));
 		}
 		targets_tick(a->targets, aperture_now());
 		pthread_mutex_lock(&a->loop_lock);
@@ -121,10 +130,32 @@ void aperture_fini(struct aperture *a)
 	targets_free(a->targets);
 	/* Closing the collector's links and perf events detaches every BPF program. */
 	cpu_collector_free(a->cpu);
+	sys_collector_free(a->sys);
 	symbolizer_free(a->syms);
 	pthread_cond_destroy(&a->loop_wake);
 	pthread_mutex_destroy(&a->loop_lock);
 	pthread_mutex_destroy(&a->error_lock);
+}
+
+static void aperture_sys_status(struct aperture *a, FILE *out)
+{
+	struct sys_collector_stats ss = {0};
+	char why[160];
+
+	if (!a->sys) {
+		fprintf(out, "syscalls: unavailable: %s\n", a->sys_error);
+		return;
+	}
+	sys_collector_get_stats(a->sys, &ss);
+	sys_collector_kernel_locks_error(a->sys, why, sizeof(why));
+	fprintf(out, "syscalls: %s\n", ss.attached ? "tracing" : "idle");
+	fprintf(out, "syscalls_timed: %llu\n", (unsigned long long)ss.calls);
+	fprintf(out, "syscalls_drops_map_full: %llu\n", (unsigned long long)ss.map_full);
+	fprintf(out, "lock_stacks_lost: %llu\n", (unsigned long long)ss.stacks_full);
+	if (why[0])
+		fprintf(out, "kernel_locks: unavailable: %s\n", why);
+	else
+		fprintf(out, "kernel_locks: %s\n", ss.kernel_locks ? "tracing" : "idle");
 }
 
 int aperture_status(struct aperture *a, FILE *out)
@@ -155,11 +186,20 @@ int aperture_status(struct aperture *a, FILE *out)
 	fprintf(out, "user_stack_errors: %llu\n", (unsigned long long)cs.ustack_errors);
 	fprintf(out, "kernel_stack_errors: %llu\n", (unsigned long long)cs.kstack_errors);
 	fprintf(out, "stack_maps_renewed: %llu\n", (unsigned long long)cs.stack_maps_renewed);
+	aperture_sys_status(a, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");
 	pthread_mutex_unlock(&a->error_lock);
 	return 0;
+}
+
+void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len)
+{
+	if (!a->sys)
+		snprintf(buf, len, "system call tracing is unavailable: %s", a->sys_error);
+	else
+		sys_collector_kernel_locks_error(a->sys, buf, len);
 }
 
 int aperture_version(FILE *out)

@@ -10,6 +10,8 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	 * collector's attempt to apply the rate is the final check. */
 	[CONFIG_FREQUENCY_HZ] = { "frequency_hz", 1, 10000, 99, "Hz" },
 	[CONFIG_RETAIN_EXITED_S] = { "retain_exited_s", 0, 7 * 86400, 300, "seconds" },
+	/* Waiting stacks listed per lock in locks.json; locks.folded has them all. */
+	[CONFIG_LOCK_STACKS] = { "lock_stacks", 1, 100, 5, "stacks" },
 };
 
 void config_init(struct aperture *a)

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <uthash.h>
 #include "collectors/cpu.h"
+#include "collectors/sys.h"
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "daemon/targets.h"
@@ -16,6 +17,7 @@ struct target {
 	enum target_state state;
 	int64_t since, expires, exited_at;
 	struct profile *profiles[TARGET_PROFILE_NR];
+	struct sys_table *sys;   /* system calls and lock waits */
 	uint64_t cpu_drops;      /* kernel-side drops of enables that ended */
 	char last_error[256];
 	UT_hash_handle hh;
@@ -36,6 +38,7 @@ static const char *const state_names[] = {
 
 static const char *const profile_units[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_CPU] = "samples",
+	[TARGET_PROFILE_LOCKS] = "microseconds",
 };
 
 int targets_new(struct aperture *a, struct targets **out)
@@ -54,6 +57,7 @@ static void target_free(struct target *t)
 {
 	for (int i = 0; i < TARGET_PROFILE_NR; i++)
 		profile_unref(t->profiles[i]);
+	sys_table_unref(t->sys);
 	free(t);
 }
 
@@ -61,6 +65,8 @@ static void target_drop_locked(struct targets *ts, struct target *t)
 {
 	if (t->state == TARGET_ENABLED && ts->a->cpu)
 		cpu_collector_remove(ts->a->cpu, t->pid, aperture_now());
+	if (t->state == TARGET_ENABLED && ts->a->sys)
+		sys_collector_remove(ts->a->sys, t->pid, aperture_now());
 	HASH_DEL(ts->by_pid, t);
 	target_free(t);
 }
@@ -228,7 +234,9 @@ static int profiles_ensure(struct target *t)
 		if (!t->profiles[i])
 			return -ENOMEM;
 	}
-	return 0;
+	if (!t->sys)
+		t->sys = sys_table_new();
+	return t->sys ? 0 : -ENOMEM;
 }
 
 static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint64_t duration)
@@ -253,6 +261,14 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 			target_error(t, "enable: cpu collector: %s", why);
 			return err;
 		}
+		err = a->sys ? sys_collector_add(a->sys, t->pid, t->sys,
+						 t->profiles[TARGET_PROFILE_LOCKS], why, sizeof(why))
+			     : 0;
+		if (err) {
+			cpu_collector_remove(a->cpu, t->pid, now);
+			target_error(t, "enable: sys collector: %s", why);
+			return err;
+		}
 		t->state = TARGET_ENABLED;
 		t->since = now;
 	}
@@ -266,6 +282,8 @@ static void disable_locked(struct targets *ts, struct target *t, enum target_sta
 	if (t->state == TARGET_ENABLED) {
 		if (ts->a->cpu)
 			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid, now);
+		if (ts->a->sys)
+			sys_collector_remove(ts->a->sys, t->pid, now);
 		t->state = to;
 		t->since = now;
 	} else if (to == TARGET_EXITED) {
@@ -332,6 +350,8 @@ int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t l
 	for (int i = 0; i < TARGET_PROFILE_NR; i++)
 		if (t->profiles[i])
 			profile_reset(t->profiles[i]);
+	if (t->sys)
+		sys_table_reset(t->sys);
 	t->cpu_drops = 0;
 out:
 	pthread_mutex_unlock(&ts->lock);
@@ -400,6 +420,10 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	drops = t ? t->cpu_drops : 0;
 	if (t && t->state == TARGET_ENABLED && a->cpu)
 		drops += cpu_collector_target_drops(a->cpu, pid);
+	if (!a->sys)
+		fprintf(out, "syscalls: unavailable: %s\n", a->sys_error);
+	else
+		fprintf(out, "syscalls: %s\n", t && t->state == TARGET_ENABLED ? "tracing" : "off");
 	fprintf(out, "samples: %llu\ndrops: %llu\n", (unsigned long long)ps.total,
 		(unsigned long long)drops);
 	fprintf(out, "last_error: %s\n", t && t->last_error[0] ? t->last_error : "none");
@@ -430,6 +454,30 @@ int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 		return -ENOMEM;
 	err = profile_snapshot(p, 0, out);
 	profile_unref(p);
+	return err;
+}
+
+int targets_sys_snapshot(struct targets *ts, pid_t pid, struct sys_snapshot **out)
+{
+	struct proc_identity id;
+	struct sys_table *table = NULL;
+	struct target *t;
+	bool live;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	t = resolve_locked(ts, pid, &id, &live);
+	if (t && t->sys)
+		table = sys_table_ref(t->sys);
+	pthread_mutex_unlock(&ts->lock);
+	if (!t && !live)
+		return -ENOENT;
+	if (!table)
+		table = sys_table_new();
+	if (!table)
+		return -ENOMEM;
+	err = sys_table_snapshot(table, out);
+	sys_table_unref(table);
 	return err;
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include "store/profile.h"
+#include "store/sysstats.h"
 
 struct aperture;
 struct targets;
@@ -23,6 +24,7 @@ enum target_state {
 
 enum target_profile {
 	TARGET_PROFILE_CPU,
+	TARGET_PROFILE_LOCKS,  /* futex wait microseconds by waiting stack */
 	TARGET_PROFILE_NR,
 };
 
@@ -54,6 +56,10 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out);
  * profile_snapshot_free. */
 int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 		     struct profile_snapshot **out);
+
+/* A snapshot of pid's system call and lock statistics (empty if it has none). Caller frees it
+ * with sys_snapshot_free. */
+int targets_sys_snapshot(struct targets *ts, pid_t pid, struct sys_snapshot **out);
 
 /* Once a second: temporary enables that ran out, processes that exited, records past their
  * retention. */

@@ -4,6 +4,7 @@
 #include "fs/fs.h"
 #include "fs/nodes.h"
 #include "views/views.h"
+#include "views/sysstats_json.h"
 
 extern const char fs_tree_readme[];
 
@@ -90,11 +91,38 @@ static int render_view(struct aperture *a, const struct node_ref *ref, FILE *out
 	return err;
 }
 
+static int render_syscalls(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	struct sys_snapshot *snap;
+	int err = targets_sys_snapshot(a->targets, ref->pid, &snap);
+
+	if (err)
+		return err;
+	err = view_syscalls_json(snap, out);
+	sys_snapshot_free(snap);
+	return err;
+}
+
+static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	struct sys_snapshot *snap;
+	char why[200];
+	int err = targets_sys_snapshot(a->targets, ref->pid, &snap);
+
+	if (err)
+		return err;
+	aperture_kernel_locks_error(a, why, sizeof(why));
+	err = view_locks_json(snap, config_get(a, CONFIG_LOCK_STACKS), why[0] ? why : NULL, out);
+	sys_snapshot_free(snap);
+	return err;
+}
+
 #define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
-enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS };
+enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
+       N_LOCK_STACKS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -109,6 +137,9 @@ const struct node fs_nodes[] = {
 		       .render = render_config, .write = write_config,
 		       .arg = CONFIG_RETAIN_EXITED_S },
 	[N_TARGETS] = DIR_NODE("targets", 0555, N_ROOT),
+	[N_LOCK_STACKS] = { .name = "lock_stacks", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			    .render = render_config, .write = write_config,
+			    .arg = CONFIG_LOCK_STACKS },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -132,6 +163,11 @@ const struct node fs_target_nodes[] = {
 	FILE_NODE("status", 0400, T_DIR, render_target_status, NULL),
 	FILE_NODE("reset", 0600, T_DIR, render_nothing, write_reset),
 	PROFILE_VIEWS("cpu", T_DIR, TARGET_PROFILE_CPU),
+	PROFILE_VIEWS("locks", T_DIR, TARGET_PROFILE_LOCKS),
+	{ .name = "syscalls.json", .mode = S_IFREG | 0400, .parent = T_DIR,
+	  .render = render_syscalls, .slow = true },
+	{ .name = "locks.json", .mode = S_IFREG | 0400, .parent = T_DIR,
+	  .render = render_locks, .slow = true },
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 
