@@ -50,11 +50,12 @@ struct sys_start {
 	__u32 pad;
 };
 
-/* A thread that dies inside a call never reaches sys_exit: LRU keeps that from filling it. */
+/* Task-local storage: found through the task itself, far cheaper than a hash keyed by tid on
+ * a path every system call takes, and freed with the thread. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct sys_start);
 } starts SEC(".maps");
 
@@ -264,40 +265,46 @@ static __always_inline __s32 lock_owner(__u64 uaddr, bool pi)
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
-	struct sys_start st = {};
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct sys_start *st;
 	bool pi;
 
 	if (!bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	st.nr = ctx->args[1];
-	if (is_futex_wait(st.nr, (struct pt_regs *)ctx->args[0], &st.uaddr, &pi)) {
-		st.lock = 1;
-		st.owner = lock_owner(st.uaddr, pi);
-		st.ustack = user_stack(ctx);
+	st = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return 0;
+	st->nr = ctx->args[1];
+	st->lock = is_futex_wait(st->nr, (struct pt_regs *)ctx->args[0], &st->uaddr, &pi);
+	if (st->lock) {
+		st->owner = lock_owner(st->uaddr, pi);
+		st->ustack = user_stack(ctx);
 	}
-	st.ts = bpf_ktime_get_ns();
-	bpf_map_update_elem(&starts, &tid, &st, BPF_ANY);
+	st->ts = bpf_ktime_get_ns();
 	return 0;
 }
 
 SEC("raw_tracepoint/sys_exit")
 int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	__u64 pid_tgid, ns;
+	__u32 tgid, tid;
 	struct sys_start *st;
 	struct sys_key key = {};
 	long ret = ctx->args[1];
-	__u64 ns;
 
-	if (!bpf_map_lookup_elem(&targets, &tgid))
-		return 0;
-	st = bpf_map_lookup_elem(&starts, &tid);
+	/* Only threads of targets have a start: no targets lookup for the others. */
+	st = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL, 0);
 	if (!st || !st->ts)
 		return 0;
 	ns = bpf_ktime_get_ns() - st->ts;
+	st->ts = 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	tgid = pid_tgid >> 32;
+	tid = (__u32)pid_tgid;
+	/* A call that began before its process was disabled ends up in a map drained after the
+	 * target is gone: userspace drops it there. */
 	key.pid = tgid;
 	key.nr = st->nr;
 	key.err = ret < 0 && ret >= -MAX_ERRNO ? -ret : 0;
@@ -313,8 +320,6 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		account(&lock_stats, &lk, ns);
 	}
 	stat_inc(SYS_STAT_CALLS);
-	/* Marked rather than deleted: the thread's next call overwrites it. */
-	st->ts = 0;
 	return 0;
 }
 

@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -235,56 +236,71 @@ void sys_collector_free(struct sys_collector *c)
 	free(c);
 }
 
-/* A thread's name: as the kernel gave it (comm, if not NULL), else as remembered, else read
- * from /proc now. Remembered, so a holder that exited since a wait keeps its name. "" if
- * it was never seen alive. */
-static const char *thread_name(struct sys_target *t, pid_t tid, const char *comm)
+/* Remembers name (a comm, cut to 15 bytes) as tid's: a holder that exits before the drain
+ * that reports its lock keeps the name it had. Returns the name kept ("" if out of memory). */
+static const char *remember(struct sys_target *t, pid_t tid, const char *name)
 {
 	struct thread_name *th;
-	char path[64];
-	ssize_t n;
-	int fd;
 
 	HASH_FIND_INT(t->threads, &tid, th);
-	if (th && comm)
-		snprintf(th->name, sizeof(th->name), "%.15s", comm);
-	if (th)
-		return th->name;
-	th = calloc(1, sizeof(*th));
-	if (!th)
-		return "";
-	th->tid = tid;
-	if (comm) {
-		snprintf(th->name, sizeof(th->name), "%.15s", comm);
+	if (!th) {
+		th = calloc(1, sizeof(*th));
+		if (!th)
+			return "";
+		th->tid = tid;
 		HASH_ADD_INT(t->threads, tid, th);
-		return th->name;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)t->pid, (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, th->name, sizeof(th->name) - 1);
-		close(fd);
-		if (n > 0)
-			th->name[strcspn(th->name, "\n")] = '\0';
-	}
-	HASH_ADD_INT(t->threads, tid, th);
+	snprintf(th->name, sizeof(th->name), "%.15s", name);
 	return th->name;
 }
 
-/* Whether tid is a thread of the target: glibc's __owner field is trusted only then, as the
- * futex may not be a mutex at all (a condition variable, a semaphore, ...). */
-static bool is_thread_of(struct sys_target *t, pid_t tid)
+/* Learns the names of the target's threads alive now (at enable and at each drain), renamed
+ * ones included: threads often name themselves after they start. */
+static void learn_threads(struct sys_target *t)
+{
+	char path[64], name[32];
+	struct dirent *de;
+	ssize_t n;
+	DIR *dir;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
+	dir = opendir(path);
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		pid_t tid = atoi(de->d_name);
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)t->pid, (int)tid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		name[n] = '\0';
+		name[strcspn(name, "\n")] = '\0';
+		remember(t, tid, name);
+	}
+	closedir(dir);
+}
+
+static const char *known_name(struct sys_target *t, pid_t tid)
 {
 	struct thread_name *th;
-	char path[64];
 
-	if (tid <= 0)
-		return false;
 	HASH_FIND_INT(t->threads, &tid, th);
-	if (th)
-		return true;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)t->pid, (int)tid);
-	return access(path, F_OK) == 0;
+	return th ? th->name : NULL;
+}
+
+/* Whether tid is a known thread of the target: glibc's __owner field is trusted only then,
+ * as the futex may not be a mutex at all (a condition variable, a semaphore, ...). */
+static bool is_thread_of(struct sys_target *t, pid_t tid)
+{
+	return tid > 0 && known_name(t, tid);
 }
 
 static void name_frame(struct sys_collector *c, struct sys_target *t, uint64_t addr,
@@ -362,10 +378,10 @@ static int add_lock(struct sys_collector *c, struct sys_target *t, const struct 
 
 	memcpy(comm, k->comm, sizeof(k->comm));
 	comm[sizeof(k->comm)] = '\0';
-	waiter = thread_name(t, k->tid, comm);
+	waiter = remember(t, k->tid, comm);
 	if (is_thread_of(t, k->owner) && k->owner != (pid_t)k->tid) {
 		row.a = k->owner;
-		row.holder = thread_name(t, k->owner, NULL);
+		row.holder = known_name(t, k->owner);
 	}
 	if (asprintf(&line, "%s;%s", waiter[0] ? waiter : "[unnamed]",
 		     stack ? stack->folded : "[unknown]") < 0)
@@ -450,7 +466,7 @@ static void learn_waiters(struct sys_collector *c, int fd)
 
 			memcpy(comm, key.comm, sizeof(key.comm));
 			comm[sizeof(key.comm)] = '\0';
-			thread_name(t, key.tid, comm);
+			remember(t, key.tid, comm);
 		}
 	}
 }
@@ -471,8 +487,13 @@ static int drain_kind(struct sys_collector *c, int kind, int64_t now)
 		return err;
 	}
 	c->inner_fds[kind] = fresh;
-	if (kind == KIND_LOCK)
+	if (kind == KIND_LOCK) {
+		struct sys_target *t, *tmp;
+
+		HASH_ITER(hh, c->targets, t, tmp)
+			learn_threads(t);
 		learn_waiters(c, old);
+	}
 	while (!bpf_map_get_next_key(old, prev, next)) {
 		memcpy(key, next, key_sizes[kind]);
 		prev = key;
@@ -526,6 +547,7 @@ int sys_collector_add(struct sys_collector *c, pid_t pid, struct sys_table *tabl
 		snprintf(errbuf, errlen, "process %d is gone", (int)pid);
 		goto undo;
 	}
+	learn_threads(t);
 	err = attach_locked(c, errbuf, errlen);
 	if (err)
 		goto undo;
