@@ -24,6 +24,10 @@
 
 enum { KIND_SYS, KIND_LOCK, KIND_KLOCK, KIND_NR };
 
+/* The kernel's per-CPU values are read straight into the store's type. */
+_Static_assert(sizeof(struct sys_latency) == sizeof(struct latency) &&
+	       SYS_HIST == LATENCY_HIST, "struct sys_latency and struct latency differ");
+
 /* A waiting stack of one target, named once: its frame ids in the locks profile and its
  * folded text for locks.json, both without the thread-name frame. */
 struct named_stack {
@@ -391,7 +395,7 @@ static int add_lock(struct sys_collector *c, struct sys_target *t, const struct 
 	free(line);
 	if (err)
 		return err;
-	/* locks.folded: microseconds, whole ones; the rest of a drain's time is dropped. */
+	/* locks.folded: whole microseconds; the fraction of each drain's time is dropped. */
 	if (lat->total_ns < 1000)
 		return 0;
 	if (profile_frame_id(t->locks, waiter[0] ? waiter : "[unnamed]", &ids[n++]))

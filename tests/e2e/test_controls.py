@@ -77,4 +77,5 @@ def test_targets_lists_processes_not_threads(daemon, workloads):
     # Processes come and go between the two listings; the rest must agree.
     assert len(listed ^ procs) <= 5, f"differences from /proc: {listed ^ procs}"
     assert sorted(os.listdir(daemon.target(pid))) == \
-        ["cpu.folded", "cpu.top", "enable", "reset", "status"]
+        ["cpu.folded", "cpu.top", "enable", "locks.folded", "locks.json", "locks.top", "reset",
+         "status", "syscalls.json"]

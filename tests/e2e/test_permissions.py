@@ -88,7 +88,8 @@ def test_tree_wide_files(daemon):
 
 
 MODES = {"enable": "-rw-------", "status": "-r--------", "reset": "-rw-------",
-         "cpu.folded": "-r--------", "cpu.top": "-r--------"}
+         "cpu.folded": "-r--------", "cpu.top": "-r--------", "locks.folded": "-r--------",
+         "locks.top": "-r--------", "locks.json": "-r--------", "syscalls.json": "-r--------"}
 
 
 def ls_ln(path):
