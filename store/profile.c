@@ -409,7 +409,8 @@ void profile_reset(struct profile *p)
 	size_t i;
 
 	pthread_mutex_lock(&p->lock);
-	memset(p->totals, 0, p->nstacks * sizeof(*p->totals));
+	if (p->nstacks) /* totals is NULL until the first stack: memset(NULL, ...) is undefined */
+		memset(p->totals, 0, p->nstacks * sizeof(*p->totals));
 	p->total = 0;
 	for (i = 0; i < PROFILE_HISTORY_S; i++) {
 		free(p->ring[i].entries);
