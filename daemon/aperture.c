@@ -8,6 +8,7 @@
 #include "collectors/cpu.h"
 #include "collectors/jvm/jvm.h"
 #include "collectors/offcpu.h"
+#include "collectors/sys.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
 #include "symbols/symbols.h"
@@ -77,6 +78,9 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 	else
 		offcpu_collector_set_limits(a->offcpu, config_get(a, CONFIG_OFFCPU_MIN_US),
 					    config_get(a, CONFIG_BLOCKING_THRESHOLD_MS));
+	err = sys_collector_new(a->syms, &a->sys, a->sys_error, sizeof(a->sys_error));
+	if (err)
+		a->sys = NULL;
 	return targets_new(a, &a->targets);
 }
 
@@ -109,6 +113,11 @@ static void *loop_main(void *arg)
 			err = offcpu_collector_drain(a->offcpu, aperture_now(), workers);
 			if (err)
 				aperture_set_error(a, "draining off-CPU time: %s", strerror(-err));
+		}
+		if (a->sys) {
+			err = sys_collector_drain(a->sys, aperture_now());
+			if (err)
+				aperture_set_error(a, "draining system calls: %s", strerror(-err));
 		}
 		targets_tick(a->targets, aperture_now());
 		pthread_mutex_lock(&a->loop_lock);
@@ -148,6 +157,7 @@ void aperture_fini(struct aperture *a)
 	/* offcpu names its stacks with cpu's: it goes first. */
 	offcpu_collector_free(a->offcpu);
 	cpu_collector_free(a->cpu);
+	sys_collector_free(a->sys);
 	symbolizer_free(a->syms);
 	config_fini(a);
 	pthread_cond_destroy(&a->loop_wake);
@@ -170,6 +180,27 @@ static void aperture_status_offcpu(struct aperture *a, FILE *out)
 								    os.stacks_lost));
 	fprintf(out, "offcpu_stacks_map_full: %llu\n", (unsigned long long)os.stacks_full);
 	fprintf(out, "blocking_events_lost: %llu\n", (unsigned long long)os.events_lost);
+}
+
+static void aperture_sys_status(struct aperture *a, FILE *out)
+{
+	struct sys_collector_stats ss = {0};
+	char why[160];
+
+	if (!a->sys) {
+		fprintf(out, "syscalls: unavailable: %s\n", a->sys_error);
+		return;
+	}
+	sys_collector_get_stats(a->sys, &ss);
+	sys_collector_kernel_locks_error(a->sys, why, sizeof(why));
+	fprintf(out, "syscalls: %s\n", ss.attached ? "tracing" : "idle");
+	fprintf(out, "syscalls_timed: %llu\n", (unsigned long long)ss.calls);
+	fprintf(out, "syscalls_drops_map_full: %llu\n", (unsigned long long)ss.map_full);
+	fprintf(out, "lock_stacks_lost: %llu\n", (unsigned long long)ss.stacks_full);
+	if (why[0])
+		fprintf(out, "kernel_locks: unavailable: %s\n", why);
+	else
+		fprintf(out, "kernel_locks: %s\n", ss.kernel_locks ? "tracing" : "idle");
 }
 
 int aperture_status(struct aperture *a, FILE *out)
@@ -206,11 +237,20 @@ int aperture_status(struct aperture *a, FILE *out)
 	fprintf(out, "stacks_spilled: %llu\n", (unsigned long long)cs.stacks_spilled);
 	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
 	aperture_status_offcpu(a, out);
+	aperture_sys_status(a, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");
 	pthread_mutex_unlock(&a->error_lock);
 	return 0;
+}
+
+void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len)
+{
+	if (!a->sys)
+		snprintf(buf, len, "system call tracing is unavailable: %s", a->sys_error);
+	else
+		sys_collector_kernel_locks_error(a->sys, buf, len);
 }
 
 int aperture_version(FILE *out)

@@ -14,6 +14,7 @@ struct symbolizer;
 struct cpu_collector;
 struct jvm_collector;
 struct offcpu_collector;
+struct sys_collector;
 struct targets;
 
 struct aperture {
@@ -25,6 +26,8 @@ struct aperture {
 	struct symbolizer *syms;
 	struct cpu_collector *cpu; /* NULL when BPF is unavailable; cpu_error says why */
 	char cpu_error[256];
+	struct sys_collector *sys; /* NULL when unavailable; sys_error says why */
+	char sys_error[256];
 	struct targets *targets;
 	struct jvm_collector *jvm; /* attaches to JVMs as they are enabled */
 	struct offcpu_collector *offcpu; /* NULL when unavailable; offcpu_error says why */
@@ -53,6 +56,9 @@ void aperture_set_error(struct aperture *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 int aperture_status(struct aperture *a, FILE *out);
+
+/* Why kernel lock contention is not collected, "" when it is (or may be, once enabled). */
+void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len);
 int aperture_version(FILE *out);
 
 /* Current unix time in seconds. */

@@ -35,6 +35,8 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_BLOCKING_THRESHOLD_MS] = { "blocking_threshold_ms", 1, 3600000, 5,
 					   "milliseconds" },
 	[CONFIG_WORKERS] = { "workers", .unit = "a thread-name prefix", .string = true },
+	/* Waiting stacks listed per lock in locks.json; locks.folded has them all. */
+	[CONFIG_LOCK_STACKS] = { "lock_stacks", 1, 100, 5, "stacks" },
 };
 
 void config_init(struct aperture *a)

@@ -7,6 +7,7 @@
 #include "collectors/cpu.h"
 #include "collectors/jvm/jvm.h"
 #include "collectors/offcpu.h"
+#include "collectors/sys.h"
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "daemon/targets.h"
@@ -21,6 +22,7 @@ struct target {
 	struct blocking_log *blocking;
 	uint64_t offcpu_drops;   /* kernel-side drops of enables that ended */
 	bool offcpu_on;          /* the off-CPU collector has this target */
+	struct sys_table *sys;   /* system calls and lock waits */
 	uint64_t cpu_drops;      /* kernel-side drops of enables that ended */
 	bool own_window;         /* window_s set by the target's window file, not config's */
 	uint64_t window_s;
@@ -50,6 +52,7 @@ static const char *const profile_units[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = "samples",
 	[TARGET_PROFILE_JVM_MONITORS] = "microseconds",
 	[TARGET_PROFILE_OFFCPU] = "microseconds",
+	[TARGET_PROFILE_LOCKS] = "microseconds",
 };
 
 int targets_new(struct aperture *a, struct targets **out)
@@ -78,6 +81,7 @@ static void target_free(struct target *t)
 	for (int i = 0; i < TARGET_PROFILE_NR; i++)
 		profile_unref(t->profiles[i]);
 	blocking_log_unref(t->blocking);
+	sys_table_unref(t->sys);
 	free(t);
 }
 
@@ -88,6 +92,8 @@ static void target_drop_locked(struct targets *ts, struct target *t)
 	jvm_collector_forget(ts->a->jvm, t->pid);
 	if (t->offcpu_on)
 		offcpu_collector_remove(ts->a->offcpu, t->pid, aperture_now());
+	if (t->state == TARGET_ENABLED && ts->a->sys)
+		sys_collector_remove(ts->a->sys, t->pid, aperture_now());
 	HASH_DEL(ts->by_pid, t);
 	target_free(t);
 }
@@ -269,7 +275,9 @@ static int profiles_ensure(struct target *t)
 	}
 	if (!t->blocking)
 		t->blocking = blocking_log_new();
-	return t->blocking ? 0 : -ENOMEM;
+	if (!t->sys)
+		t->sys = sys_table_new();
+	return t->blocking && t->sys ? 0 : -ENOMEM;
 }
 
 static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint64_t duration)
@@ -302,6 +310,17 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 			t->offcpu_on = true;
 		else if (a->offcpu)
 			target_error(t, "enable: off-CPU collector: %s", why);
+		err = a->sys ? sys_collector_add(a->sys, t->pid, t->sys,
+						 t->profiles[TARGET_PROFILE_LOCKS], why, sizeof(why))
+			     : 0;
+		if (err) {
+			if (t->offcpu_on)
+				offcpu_collector_remove(a->offcpu, t->pid, now);
+			t->offcpu_on = false;
+			cpu_collector_remove(a->cpu, t->pid, now);
+			target_error(t, "enable: sys collector: %s", why);
+			return err;
+		}
 		t->state = TARGET_ENABLED;
 		t->since = now;
 		/* The JVM part attaches in the background; whatever becomes of it, native
@@ -330,6 +349,8 @@ static void disable_locked(struct targets *ts, struct target *t, enum target_sta
 		if (t->offcpu_on)
 			t->offcpu_drops += offcpu_collector_remove(ts->a->offcpu, t->pid, now);
 		t->offcpu_on = false;
+		if (ts->a->sys)
+			sys_collector_remove(ts->a->sys, t->pid, now);
 		t->state = to;
 		t->since = now;
 	} else if (to == TARGET_EXITED) {
@@ -398,6 +419,8 @@ int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t l
 			profile_reset(t->profiles[i]);
 	if (t->blocking)
 		blocking_log_reset(t->blocking);
+	if (t->sys)
+		sys_table_reset(t->sys);
 	t->cpu_drops = 0;
 	t->offcpu_drops = 0;
 out:
@@ -608,6 +631,10 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	drops = t ? t->cpu_drops : 0;
 	if (t && t->state == TARGET_ENABLED && a->cpu)
 		drops += cpu_collector_target_drops(a->cpu, pid);
+	if (!a->sys)
+		fprintf(out, "syscalls: unavailable: %s\n", a->sys_error);
+	else
+		fprintf(out, "syscalls: %s\n", t && t->state == TARGET_ENABLED ? "tracing" : "off");
 	fprintf(out, "samples: %llu\ndrops: %llu\n", (unsigned long long)ps.total,
 		(unsigned long long)drops);
 	if (t && t->state == TARGET_ENABLED && a->cpu)
@@ -695,6 +722,30 @@ int targets_blocking(struct targets *ts, pid_t pid, struct blocking_snapshot **o
 		return -ENOMEM;
 	err = blocking_log_snapshot(l, out);
 	blocking_log_unref(l);
+	return err;
+}
+
+int targets_sys_snapshot(struct targets *ts, pid_t pid, struct sys_snapshot **out)
+{
+	struct proc_identity id;
+	struct sys_table *table = NULL;
+	struct target *t;
+	bool live;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	t = resolve_locked(ts, pid, &id, &live);
+	if (t && t->sys)
+		table = sys_table_ref(t->sys);
+	pthread_mutex_unlock(&ts->lock);
+	if (!t && !live)
+		return -ENOENT;
+	if (!table)
+		table = sys_table_new();
+	if (!table)
+		return -ENOMEM;
+	err = sys_table_snapshot(table, out);
+	sys_table_unref(table);
 	return err;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include "store/blocking.h"
 #include "store/profile.h"
+#include "store/sysstats.h"
 
 struct aperture;
 struct targets;
@@ -28,6 +29,7 @@ enum target_profile {
 	TARGET_PROFILE_JVM_ALLOC_OBJECTS, /* allocation samples */
 	TARGET_PROFILE_JVM_MONITORS,      /* monitor contention, microseconds */
 	TARGET_PROFILE_OFFCPU,   /* microseconds off CPU */
+	TARGET_PROFILE_LOCKS,  /* futex wait microseconds by waiting stack */
 	TARGET_PROFILE_NR,
 };
 
@@ -79,6 +81,9 @@ int targets_baseline(struct targets *ts, pid_t pid, enum target_profile which,
 /* A snapshot of pid's blocking events (an empty one if it has none). Caller frees it with
  * blocking_snapshot_free. */
 int targets_blocking(struct targets *ts, pid_t pid, struct blocking_snapshot **out);
+/* A snapshot of pid's system call and lock statistics (empty if it has none). Caller frees it
+ * with sys_snapshot_free. */
+int targets_sys_snapshot(struct targets *ts, pid_t pid, struct sys_snapshot **out);
 
 /* Once a second: temporary enables that ran out, processes that exited, records past their
  * retention. */

@@ -14,7 +14,7 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
 	build-essential meson ninja-build pkg-config clang llvm libclang-rt-14-dev bpftool \
 	libbpf-dev libfuse3-dev fuse3 libdw-dev libelf-dev libcjson-dev uthash-dev zlib1g-dev \
-	libcmocka-dev python3 python3-pytest rsync tar util-linux procps \
+	libcmocka-dev linux-libc-dev python3 python3-pytest rsync tar util-linux procps \
 	protobuf-c-compiler libprotobuf-c-dev protobuf-compiler python3-protobuf \
 	chromium chromium-driver python3-selenium nodejs openjdk-17-jdk-headless
 # The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.

@@ -6,6 +6,7 @@
 #include "fs/fs.h"
 #include "fs/nodes.h"
 #include "views/views.h"
+#include "views/sysstats_json.h"
 
 extern const char fs_tree_readme[];
 
@@ -231,13 +232,39 @@ static int render_thread_file(struct aperture *a, const struct node_ref *ref, FI
 	return native_thread_file(a, ref->pid, ref->tid, ref->node->arg, out);
 }
 
+static int render_syscalls(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	struct sys_snapshot *snap;
+	int err = targets_sys_snapshot(a->targets, ref->pid, &snap);
+
+	if (err)
+		return err;
+	err = view_syscalls_json(snap, out);
+	sys_snapshot_free(snap);
+	return err;
+}
+
+static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	struct sys_snapshot *snap;
+	char why[200];
+	int err = targets_sys_snapshot(a->targets, ref->pid, &snap);
+
+	if (err)
+		return err;
+	aperture_kernel_locks_error(a, why, sizeof(why));
+	err = view_locks_json(snap, config_get(a, CONFIG_LOCK_STACKS), why[0] ? why : NULL, out);
+	sys_snapshot_free(snap);
+	return err;
+}
+
 #define DIR_NODE(n, m, p) { .name = n, .mode = S_IFDIR | (m), .parent = p }
 #define FILE_NODE(n, m, p, r, w) \
 	{ .name = n, .mode = S_IFREG | (m), .parent = p, .render = r, .write = w }
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
        N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
-       N_BLOCKING_THRESHOLD, N_WORKERS };
+       N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -272,6 +299,9 @@ const struct node fs_nodes[] = {
 				   .write = write_config, .arg = CONFIG_BLOCKING_THRESHOLD_MS },
 	[N_WORKERS] = { .name = "workers", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			.render = render_config, .write = write_config, .arg = CONFIG_WORKERS },
+	[N_LOCK_STACKS] = { .name = "lock_stacks", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			    .render = render_config, .write = write_config,
+			    .arg = CONFIG_LOCK_STACKS },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;
@@ -328,6 +358,15 @@ const struct node fs_target_nodes[] = {
 	SLOW_NODE("dump", T_THREADS, render_threads, JVM_THREADS_DUMP),
 	SLOW_NODE("deadlocks", T_THREADS, render_threads, JVM_THREADS_DEADLOCKS),
 	SLOW_NODE("deadlocks.json", T_THREADS, render_threads, JVM_THREADS_DEADLOCKS_JSON),
+	/* locks.json is the contract's per-lock statistics, not the generic tree. */
+	VIEW_NODE("locks.folded", T_DIR, TARGET_PROFILE_LOCKS, VIEW_FOLDED),
+	VIEW_NODE("locks.top", T_DIR, TARGET_PROFILE_LOCKS, VIEW_TOP),
+	VIEW_NODE("locks.pprof", T_DIR, TARGET_PROFILE_LOCKS, VIEW_PPROF),
+	VIEW_NODE("locks.svg", T_DIR, TARGET_PROFILE_LOCKS, VIEW_SVG),
+	{ .name = "syscalls.json", .mode = S_IFREG | 0400, .parent = T_DIR,
+	  .render = render_syscalls, .slow = true },
+	{ .name = "locks.json", .mode = S_IFREG | 0400, .parent = T_DIR,
+	  .render = render_locks, .slow = true },
 };
 const int fs_target_nodes_count = sizeof(fs_target_nodes) / sizeof(fs_target_nodes[0]);
 

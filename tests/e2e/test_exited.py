@@ -14,7 +14,8 @@ from helpers import (Workloads, errno_of, parse_folded, read, user_frames, wait_
                      write_errno)
 
 FILES = ["enable", "status", "cpu.folded", "cpu.top", "cpu.json", "cpu.pprof", "cpu.svg",
-         "flame.svg", "offcpu.folded", "offcpu.top", "blocking.json"]
+         "flame.svg", "offcpu.folded", "offcpu.top", "blocking.json", "locks.json",
+         "syscalls.json"]
 # An exited process has no threads left: threads/ holds its (empty) views only.
 THREAD_FILES = ["threads", "threads/busy", "threads/dump", "threads/deadlocks",
                 "threads/deadlocks.json"]

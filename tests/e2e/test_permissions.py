@@ -93,7 +93,9 @@ MODES = {"enable": "-rw-------", "status": "-r--------", "reset": "-rw-------",
          "window": "-rw-------", "baseline": "-rw-------", "diff.folded": "-r--------",
          "diff.svg": "-r--------", "offcpu.folded": "-r--------", "offcpu.top": "-r--------",
          "offcpu.json": "-r--------", "offcpu.pprof": "-r--------", "offcpu.svg": "-r--------",
-         "blocking.json": "-r--------", "threads": "dr-x------"}
+         "blocking.json": "-r--------", "threads": "dr-x------",
+         "locks.folded": "-r--------", "locks.top": "-r--------", "locks.json": "-r--------",
+         "locks.pprof": "-r--------", "locks.svg": "-r--------", "syscalls.json": "-r--------"}
 
 
 def ls_ln(path):

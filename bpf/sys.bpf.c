@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+/* System call latency and lock waits of enabled processes, aggregated in the kernel.
+ *
+ * One program on sys_enter and one on sys_exit serve both: sys_enter stamps the thread's start
+ * (and, for a futex wait, the lock's address, the holder glibc wrote into the mutex and the
+ * waiting stack); sys_exit adds the elapsed time to per-CPU aggregates, so each call is counted
+ * exactly and without atomics. Kernel lock contention comes from contention_begin/end.
+ *
+ * Aggregates live in inner maps of one-slot map-of-maps: userspace drains by swapping in an
+ * empty map, and the kernel waits for running programs when the slot is replaced, so the old
+ * map can then be read race-free (see cpu.bpf.c). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "sys.h"
+
+#define EEXIST 17
+#define MAX_ERRNO 4095
+
+/* futex(2) operations that wait (FUTEX_CMD_MASK strips PRIVATE and CLOCK_REALTIME). */
+#define FUTEX_CMD_MASK 127
+#define FUTEX_WAIT 0
+#define FUTEX_LOCK_PI 6
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_LOCK_PI2 13
+#define FUTEX_TID_MASK 0x3fffffff
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* System call numbers of this architecture, set by userspace from <sys/syscall.h>. */
+const volatile __u32 nr_futex = 0xffffffff;
+const volatile __u32 nr_futex_waitv = 0xffffffff;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} targets SEC(".maps");
+
+struct sys_start {
+	__u64 ts;
+	__u32 nr;
+	__u32 lock;   /* a futex wait: the fields below are set */
+	__u64 uaddr;
+	__u64 ustack;
+	__s32 owner;
+	__u32 pad;
+};
+
+/* Task-local storage: found through the task itself, far cheaper than a hash keyed by tid on
+ * a path every system call takes, and freed with the thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sys_start);
+} starts SEC(".maps");
+
+struct klock_start {
+	__u64 ts;
+	__u64 lock;
+	__u32 flags;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct klock_start);
+} klock_starts SEC(".maps");
+
+struct sys_stats_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(struct sys_key));
+	__uint(value_size, sizeof(struct sys_latency));
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct lock_stats_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(struct lock_key));
+	__uint(value_size, sizeof(struct sys_latency));
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct klock_stats_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(struct klock_key));
+	__uint(value_size, sizeof(struct sys_latency));
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct sys_stats_map);
+} sys_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct lock_stats_map);
+} lock_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct klock_stats_map);
+} klock_stats SEC(".maps");
+
+/* Waiting stacks, keyed by a 64-bit hash of their addresses, kept from drain to drain. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct sys_stack);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sys_stack);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SYS_STAT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		(*v)++;
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	__u32 r = 0;
+
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) r += 1;
+	return r < SYS_HIST ? r : SYS_HIST - 1;
+}
+
+/* Adds one event of ns to the aggregate of key in the current inner map of outer. */
+static __always_inline void account(void *outer, const void *key, __u64 ns)
+{
+	struct sys_latency *v, zero = {};
+	__u32 slot = 0;
+	void *inner = bpf_map_lookup_elem(outer, &slot);
+	long err;
+
+	if (!inner)
+		return;
+	v = bpf_map_lookup_elem(inner, key);
+	if (!v) {
+		err = bpf_map_update_elem(inner, key, &zero, BPF_NOEXIST);
+		if (err && err != -EEXIST) {
+			stat_inc(SYS_STAT_FULL);
+			return;
+		}
+		v = bpf_map_lookup_elem(inner, key);
+		if (!v)
+			return;
+	}
+	/* Per-CPU value: this CPU alone writes it, and a program is not preempted by itself. */
+	v->count++;
+	v->total_ns += ns;
+	if (ns > v->max_ns)
+		v->max_ns = ns;
+	v->hist[log2_bucket(ns)]++;
+}
+
+static __always_inline __u64 hash_ips(const struct sys_stack *st, long bytes)
+{
+	__u64 h = 0xcbf29ce484222325ULL;
+	long n = bytes / 8;
+
+	for (int i = 0; i < SYS_MAX_DEPTH && i < n; i++) {
+		h ^= st->ips[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return h ? h : 1;
+}
+
+/* The hash of the current user stack, stored in stacks; 0 if there is none or no room.
+ * bpf_get_stack zeroes the buffer past the stack, so a stored stack ends at its first 0. */
+static __always_inline __u64 user_stack(void *ctx)
+{
+	__u32 zero = 0;
+	struct sys_stack *st = bpf_map_lookup_elem(&scratch, &zero);
+	long bytes;
+	__u64 h;
+
+	if (!st)
+		return 0;
+	bytes = bpf_get_stack(ctx, st->ips, sizeof(st->ips), BPF_F_USER_STACK);
+	if (bytes <= 0)
+		return 0;
+	h = hash_ips(st, bytes);
+	if (bpf_map_lookup_elem(&stacks, &h))
+		return h;
+	bytes = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
+	if (bytes && bytes != -EEXIST) {
+		stat_inc(SYS_STAT_STACKS_FULL);
+		return 0;
+	}
+	return h;
+}
+
+static __always_inline bool is_futex_wait(__u32 nr, struct pt_regs *regs, __u64 *uaddr,
+					  bool *pi)
+{
+	int op;
+
+	if (nr == nr_futex_waitv) {
+		/* struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; }[]: the
+		 * first futex waited on names the wait. */
+		void *waiters = (void *)BPF_CORE_READ(regs, di);
+
+		*pi = false;
+		return !bpf_probe_read_user(uaddr, sizeof(*uaddr), waiters + 8);
+	}
+	if (nr != nr_futex)
+		return false;
+	op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
+	*uaddr = BPF_CORE_READ(regs, di);
+	*pi = op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI;
+	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET || *pi;
+}
+
+/* The thread holding the lock at uaddr: for PI futexes the kernel's own protocol puts it in
+ * the futex word; a glibc pthread mutex keeps it in __data.__owner, the int after __lock and
+ * __count. Userspace trusts the latter only if it names a thread of the process. */
+static __always_inline __s32 lock_owner(__u64 uaddr, bool pi)
+{
+	__s32 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)(uaddr + (pi ? 0 : 8))))
+		return 0;
+	return pi ? v & FUTEX_TID_MASK : v;
+}
+
+SEC("raw_tracepoint/sys_enter")
+int sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct sys_start *st;
+	bool pi;
+
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	st = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return 0;
+	st->nr = ctx->args[1];
+	st->lock = is_futex_wait(st->nr, (struct pt_regs *)ctx->args[0], &st->uaddr, &pi);
+	if (st->lock) {
+		st->owner = lock_owner(st->uaddr, pi);
+		st->ustack = user_stack(ctx);
+	}
+	st->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("raw_tracepoint/sys_exit")
+int sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 pid_tgid, ns;
+	__u32 tgid, tid;
+	struct sys_start *st;
+	struct sys_key key = {};
+	long ret = ctx->args[1];
+
+	/* Only threads of targets have a start: no targets lookup for the others. */
+	st = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL, 0);
+	if (!st || !st->ts)
+		return 0;
+	ns = bpf_ktime_get_ns() - st->ts;
+	st->ts = 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	tgid = pid_tgid >> 32;
+	tid = (__u32)pid_tgid;
+	/* A call that began before its process was disabled ends up in a map drained after the
+	 * target is gone: userspace drops it there. */
+	key.pid = tgid;
+	key.nr = st->nr;
+	key.err = ret < 0 && ret >= -MAX_ERRNO ? -ret : 0;
+	account(&sys_stats, &key, ns);
+	if (st->lock) {
+		struct lock_key lk = {
+			.pid = tgid, .tid = tid, .uaddr = st->uaddr, .ustack = st->ustack,
+			.owner = st->owner,
+		};
+
+		bpf_get_current_comm(lk.comm, sizeof(lk.comm));
+
+		account(&lock_stats, &lk, ns);
+	}
+	stat_inc(SYS_STAT_CALLS);
+	return 0;
+}
+
+/* contention_begin(void *lock, unsigned int flags) */
+SEC("raw_tracepoint/contention_begin")
+int lock_begin(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct klock_start st = {};
+
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	st.lock = ctx->args[0];
+	st.flags = ctx->args[1];
+	st.ts = bpf_ktime_get_ns();
+	bpf_map_update_elem(&klock_starts, &tid, &st, BPF_ANY);
+	return 0;
+}
+
+/* contention_end(void *lock, int ret) */
+SEC("raw_tracepoint/contention_end")
+int lock_end(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct klock_start *st;
+	struct klock_key key = {};
+
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	st = bpf_map_lookup_elem(&klock_starts, &tid);
+	if (!st || !st->ts || st->lock != ctx->args[0])
+		return 0;
+	key.pid = tgid;
+	key.lock = st->lock;
+	key.flags = st->flags;
+	account(&klock_stats, &key, bpf_ktime_get_ns() - st->ts);
+	st->ts = 0;
+	return 0;
+}
