@@ -416,6 +416,7 @@ struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state 
 	cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
 	victim->refreshed_ms = cpu_mono_ms();
+	victim->refreshed_drain = c->drain_seq;
 	victim->used_drain = c->drain_seq;
 	*slot = victim;
 	return victim->syms;

@@ -19,6 +19,7 @@ struct cpu_gen_syms {
 	struct proc_syms *syms;   /* NULL: slot unused */
 	struct unwinder *unwinder; /* dwarf mode, made at its first sample; NULL until then */
 	int64_t refreshed_ms;     /* CLOCK_MONOTONIC ms the maps were last read */
+	uint64_t refreshed_drain; /* drain_seq when they were */
 	uint64_t used_drain;
 };
 
@@ -118,8 +119,10 @@ void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t
 int cpu_install_inner(struct bpf_map *outer, int fd);
 int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);
 void cpu_target_state_free(struct cpu_target_state *t);
-/* Maps are re-read this often at most when an address is in none of them (a library loaded
- * since, or mappings read while the dynamic loader was still at work). */
+/* Maps are re-read when an address is in none of them (a library loaded since, or mappings
+ * read while the dynamic loader was still at work): once per drain, so that the drain right
+ * after an exec names a short-lived program's libraries, and between drains (the dwarf
+ * thread names samples as they come) this often at most. */
 #define CPU_REFRESH_MS 100
 
 int64_t cpu_mono_ms(void);
