@@ -447,6 +447,7 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	int old = c->counts_live, err, stacks_err;
 
 	c->drain_seq++;
+	cpu_follow_install_locked(c);
 	stacks_err = retire_stacks_if_filling(c);
 	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
 	if (err)
