@@ -188,6 +188,7 @@ static void *dwarf_main(void *arg)
 		if (epoll_wait(epfd, &ev, 1, 200) <= 0)
 			continue;
 		pthread_mutex_lock(&c->lock);
+		cpu_follow_install_locked(c);
 		ring_buffer__consume(c->dwarf_rb);
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -298,7 +299,7 @@ void cpu_collector_free(struct cpu_collector *c)
 	ring_buffer__free(c->dwarf_rb);
 	bpf_link__destroy(c->exec_link);
 	bpf_link__destroy(c->fork_link);
-	ring_buffer__free(c->follow_events);
+	cpu_follow_stop(c);
 	HASH_ITER(hh, c->targets, t, tmp) {
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);
@@ -385,40 +386,91 @@ int64_t cpu_mono_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The slot of generation gen if its mappings were read. */
+static struct cpu_gen_syms *find_gen(struct cpu_collector *c, struct cpu_target_state *t,
+				     uint32_t gen)
+{
+	for (int i = 0; i < CPU_GENS; i++) {
+		if (t->gens[i].syms && t->gens[i].gen == gen) {
+			t->gens[i].used_drain = c->drain_seq;
+			return &t->gens[i];
+		}
+	}
+	return NULL;
+}
+
+/* Only a generation newer than every one known is the current address space. */
+static bool newer_known(const struct cpu_target_state *t, uint32_t gen)
+{
+	for (int i = 0; i < CPU_GENS; i++)
+		if (t->gens[i].syms && (int32_t)(t->gens[i].gen - gen) > 0)
+			return true;
+	return false;
+}
+
+/* gen's mappings were read again: its stacks with addresses the old read had not are named
+ * afresh. */
+static void renew_gen(struct cpu_target_state *t, struct cpu_gen_syms *slot,
+		      struct proc_syms *syms)
+{
+	struct cpu_named_stack *n, *tmp;
+
+	proc_syms_free(slot->syms);
+	slot->syms = syms;
+	HASH_ITER(hh, t->named, n, tmp) {
+		if (n->key.gen == slot->gen && n->key.kind != CPU_STACK_KERNEL &&
+		    n->unmapped_frames) {
+			HASH_DEL(t->named, n);
+			free(n);
+		}
+	}
+}
+
+struct cpu_gen_syms *cpu_gen_syms_put(struct cpu_collector *c, struct cpu_target_state *t,
+				      uint32_t gen, struct proc_syms *syms)
+{
+	struct cpu_gen_syms *victim = find_gen(c, t, gen);
+
+	if (victim) {
+		renew_gen(t, victim, syms);
+		return victim;
+	}
+	if (newer_known(t, gen)) {
+		proc_syms_free(syms);
+		return NULL;
+	}
+	victim = &t->gens[0];
+	for (int i = 0; i < CPU_GENS; i++)
+		if (!t->gens[i].syms || t->gens[i].used_drain < victim->used_drain)
+			victim = &t->gens[i];
+	proc_syms_free(victim->syms);
+	unwinder_free(victim->unwinder);
+	victim->unwinder = NULL;
+	victim->syms = syms;
+	/* A new executable may keep frame pointers where the old one did not. */
+	t->frame_pointers = proc_syms_frame_pointers(syms);
+	cpu_target_apply_unwind(c, t);
+	victim->gen = gen;
+	victim->refreshed_ms = cpu_mono_ms();
+	victim->refreshed_drain = c->drain_seq;
+	victim->used_drain = c->drain_seq;
+	return victim;
+}
+
 /* The slot of generation gen, opening the process's current mappings for a generation seen
  * for the first time (an exec happened). NULL when it can't be had (process gone). */
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot)
 {
-	struct cpu_gen_syms *victim = &t->gens[0];
+	struct proc_syms *syms;
 
-	for (int i = 0; i < CPU_GENS; i++) {
-		if (t->gens[i].syms && t->gens[i].gen == gen) {
-			*slot = &t->gens[i];
-			t->gens[i].used_drain = c->drain_seq;
-			return t->gens[i].syms;
-		}
-		if (!t->gens[i].syms || t->gens[i].used_drain < victim->used_drain)
-			victim = &t->gens[i];
-	}
-	/* Only a generation newer than every one known is the current address space. */
-	for (int i = 0; i < CPU_GENS; i++)
-		if (t->gens[i].syms && (int32_t)(t->gens[i].gen - gen) > 0)
-			return NULL;
-	proc_syms_free(victim->syms);
-	unwinder_free(victim->unwinder);
-	victim->syms = NULL;
-	victim->unwinder = NULL;
-	if (proc_syms_new(c->syms, t->pid, &victim->syms))
+	*slot = find_gen(c, t, gen);
+	if (*slot)
+		return (*slot)->syms;
+	if (newer_known(t, gen) || proc_syms_new(c->syms, t->pid, &syms))
 		return NULL;
-	/* A new executable may keep frame pointers where the old one did not. */
-	t->frame_pointers = proc_syms_frame_pointers(victim->syms);
-	cpu_target_apply_unwind(c, t);
-	victim->gen = gen;
-	victim->refreshed_ms = cpu_mono_ms();
-	victim->used_drain = c->drain_seq;
-	*slot = victim;
-	return victim->syms;
+	*slot = cpu_gen_syms_put(c, t, gen, syms);
+	return *slot ? (*slot)->syms : NULL;
 }
 
 void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t)

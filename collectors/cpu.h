@@ -69,9 +69,10 @@ uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now);
  * into pid's profile, until pid is removed. -ENOENT if pid was not added. */
 int cpu_collector_follow_forks(struct cpu_collector *c, pid_t pid);
 
-/* An fd that polls readable when a followed process forked or exec'd: then call
- * cpu_collector_follow_events, which reads its new mappings while it surely exists. -ENOENT
- * before cpu_collector_follow_forks. */
+/* An fd that polls readable when the collector (on a thread of its own, as the kernel
+ * reports them) has read the mappings of followed processes that forked or exec'd, and read
+ * them again once their libraries were mapped: then call cpu_collector_follow_events, which
+ * clears it. -ENOENT before cpu_collector_follow_forks. */
 int cpu_collector_follow_fd(struct cpu_collector *c);
 int cpu_collector_follow_events(struct cpu_collector *c);
 

@@ -105,9 +105,11 @@ static bool is_newest_gen(const struct cpu_target_state *t, const struct cpu_gen
 	return true;
 }
 
-static bool may_refresh(const struct cpu_target_state *t, const struct cpu_gen_syms *slot)
+static bool may_refresh(const struct cpu_collector *c, const struct cpu_target_state *t,
+			const struct cpu_gen_syms *slot)
 {
-	return cpu_mono_ms() - slot->refreshed_ms >= CPU_REFRESH_MS && is_newest_gen(t, slot);
+	return (slot->refreshed_drain != c->drain_seq ||
+		cpu_mono_ms() - slot->refreshed_ms >= CPU_REFRESH_MS) && is_newest_gen(t, slot);
 }
 
 /* The functions at a user address, the out-of-line one first: "[unknown]" if no mapping
@@ -118,8 +120,9 @@ static void name_user_frame(struct cpu_collector *c, struct cpu_target_state *t,
 {
 	int err = syms ? proc_syms_frames(syms, addr, is_return, out) : -ENOENT;
 
-	if (err == -ENOENT && syms && may_refresh(t, slot)) {
+	if (err == -ENOENT && syms && may_refresh(c, t, slot)) {
 		slot->refreshed_ms = cpu_mono_ms();
+		slot->refreshed_drain = c->drain_seq;
 		if (!proc_syms_refresh(syms))
 			err = proc_syms_frames(syms, addr, is_return, out);
 	}
@@ -240,7 +243,7 @@ static struct cpu_named_stack *find_named(struct cpu_collector *c, struct cpu_ta
 
 	HASH_FIND(hh, t->named, key, sizeof(*key), n);
 	if (!n || !n->unmapped_frames || !cpu_gen_syms(c, t, key->gen, &slot) ||
-	    !may_refresh(t, slot))
+	    !may_refresh(c, t, slot))
 		return n;
 	HASH_DEL(t->named, n);
 	free(n);
@@ -452,6 +455,7 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	int old = c->counts_live, err, stacks_err;
 
 	c->drain_seq++;
+	cpu_follow_install_locked(c);
 	stacks_err = retire_stacks_if_filling(c);
 	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
 	if (err)

@@ -19,6 +19,7 @@ struct cpu_gen_syms {
 	struct proc_syms *syms;   /* NULL: slot unused */
 	struct unwinder *unwinder; /* dwarf mode, made at its first sample; NULL until then */
 	int64_t refreshed_ms;     /* CLOCK_MONOTONIC ms the maps were last read */
+	uint64_t refreshed_drain; /* drain_seq when they were */
 	uint64_t used_drain;
 };
 
@@ -74,6 +75,18 @@ struct cpu_spilled {
 	UT_hash_handle hh;
 };
 
+/* Mappings the follow thread read for generation gen of pid. */
+struct cpu_follow_maps {
+	pid_t pid;
+	uint32_t gen;
+	struct proc_syms *syms;
+};
+
+struct cpu_follow_again {
+	pid_t pid;
+	int64_t due_ms; /* CLOCK_MONOTONIC */
+};
+
 struct cpu_collector {
 	pthread_mutex_t lock; /* everything below */
 	struct cpu_bpf *skel;
@@ -108,7 +121,19 @@ struct cpu_collector {
 	uint64_t dwarf_pcs[CPU_MAX_DEPTH];
 	struct bpf_link *fork_link;
 	unsigned following;    /* targets whose forks are followed */
-	struct ring_buffer *follow_events; /* made when following starts */
+	/* Made when following starts, with the follow thread that reads it and what follows,
+	 * which is not under lock. */
+	struct ring_buffer *follow_events;
+	pthread_t follow_thread;
+	_Atomic bool follow_stop;
+	int follow_efd;           /* eventfd the follow thread signals after reading again */
+	pid_t *follow_pids;       /* the follow thread's: processes named by the events read */
+	size_t follow_n, follow_cap;
+	struct cpu_follow_again *follow_again; /* the follow thread's: maps to read again */
+	size_t follow_again_n, follow_again_cap;
+	pthread_mutex_t follow_lock; /* follow_ready, taken inside lock, never around it */
+	struct cpu_follow_maps *follow_ready; /* mappings read, not yet given to their target */
+	size_t follow_ready_n, follow_ready_cap;
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
@@ -137,17 +162,28 @@ void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t
 int cpu_install_inner(struct bpf_map *outer, int fd);
 int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);
 void cpu_target_state_free(struct cpu_target_state *t);
-/* Maps are re-read this often at most when an address is in none of them (a library loaded
- * since, or mappings read while the dynamic loader was still at work). */
+/* Maps are re-read when an address is in none of them (a library loaded since, or mappings
+ * read while the dynamic loader was still at work): once per drain, so that the drain right
+ * after an exec names a short-lived program's libraries, and between drains (the dwarf
+ * thread names samples as they come) this often at most. */
 #define CPU_REFRESH_MS 100
 
 int64_t cpu_mono_ms(void);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);
+/* Gives t the mappings syms, read for generation gen: the slot they went to (replacing an
+ * earlier read of that generation), or NULL, syms freed, when a newer generation is known. */
+struct cpu_gen_syms *cpu_gen_syms_put(struct cpu_collector *c, struct cpu_target_state *t,
+				      uint32_t gen, struct proc_syms *syms);
 /* The state of pid if it is a followed child not seen before (cpu_follow.c), else NULL. */
 struct cpu_target_state *cpu_follow_adopt(struct cpu_collector *c, pid_t pid);
 /* cpu_drain_locked, and forgets the followed children that exited. */
 int cpu_follow_drain_locked(struct cpu_collector *c, int64_t now);
+/* Gives the followed processes the mappings the follow thread read for them: before any
+ * of their samples are named. */
+void cpu_follow_install_locked(struct cpu_collector *c);
+/* Stops the follow thread, if following ever started. */
+void cpu_follow_stop(struct cpu_collector *c);
 /* Forgets every child followed from root. */
 void cpu_follow_forget(struct cpu_collector *c, pid_t root);
 

@@ -4,8 +4,8 @@
  * The command is forked and held on a pipe before exec, so it is a target of the cpu
  * collector from its first instruction; the collector follows its forks (and every thread
  * shares its process's entry). The mappings of a process are read when the kernel reports
- * that it forked or exec'd, and again at a drain soon after an exec, once its libraries are
- * mapped: a short-lived child is gone by the time a once-a-second drain would look, and
+ * that it forked or exec'd, and again soon after, once its libraries are mapped, by the
+ * collector's own thread: a short-lived child is gone by the time a drain would look, and
  * its frames could not be named. When the command's process exits, the last samples are
  * drained and the profile is written with the same renderers the tree uses. */
 #include <errno.h>
@@ -31,8 +31,9 @@
 #define RECORD_DEFAULT_HZ 999
 #define RECORD_MAX_HZ 10000
 #define RECORD_DRAIN_MS 250
-/* After an exec, the program's libraries are mapped within milliseconds: a drain this soon
- * names its first samples, re-reading its mappings while it surely still runs. */
+/* Once the collector has read an exec'd program's mappings with its libraries, a drain this
+ * soon names its first samples while it surely still runs (mappings missing an address are
+ * read again at a drain). */
 #define RECORD_EXEC_DRAIN_MS 20
 #define RECORD_TOP_ROWS 20
 /* As env(1), nice(1) and timeout(1): the wrapper's own failure, a command that could not be
