@@ -8,7 +8,7 @@
 #include "daemon/aperture.h"
 #include "daemon/render_cmd.h"
 #include "fs/fs.h"
-#include "record/record.h"
+#include "daemon/record_cmd.h"
 
 #define DEFAULT_MOUNTPOINT "/aperture"
 

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include "collectors/cpu.h"
 #include "daemon/value.h"
-#include "record/record.h"
+#include "daemon/record_cmd.h"
 #include "symbols/symbols.h"
 #include "views/views.h"
 
