@@ -30,6 +30,9 @@ head -n 12 "$MNT/targets/$PID/cpu.top"
 echo
 echo "== $MNT/targets/$PID/status:"
 cat "$MNT/targets/$PID/status"
+echo
+cp "$MNT/targets/$PID/flame.svg" /tmp/aperture-demo-flame.svg
+echo "== the interactive flame graph: /tmp/aperture-demo-flame.svg (open it in a browser)"
 cat <<EOT
 
 The tree is at $MNT: cat $MNT/README for every file. Profile any process with
