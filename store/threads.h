@@ -3,6 +3,7 @@
 #ifndef APERTURE_STORE_THREADS_H
 #define APERTURE_STORE_THREADS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -27,6 +28,10 @@ struct thread_list {
 	struct thread_info *v; /* ascending tid */
 	size_t n;
 	uint64_t interval_us;  /* of recent_us, 0 if not sampled */
+	/* recent_us from the per-second history of an enabled target (store/thread_cpu.h) over
+	 * its window (0 = since enable or reset), rather than sampled at open. */
+	bool from_history;
+	uint64_t window_s;
 };
 
 /* A wait-for cycle: thread v[at[0]] waits for a lock held by v[at[1]], ..., and the last
