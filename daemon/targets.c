@@ -3,15 +3,18 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uthash.h>
 #include "collectors/cpu.h"
 #include "collectors/jvm/jvm.h"
 #include "collectors/offcpu.h"
 #include "collectors/sys.h"
+#include "collectors/threads.h"
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "daemon/targets.h"
 #include "daemon/value.h"
+#include "store/thread_cpu.h"
 
 struct target {
 	pid_t pid;
@@ -29,6 +32,7 @@ struct target {
 	struct profile_snapshot *baselines[TARGET_PROFILE_NR]; /* all NULL: no baseline */
 	int64_t baseline_at;
 	bool jvm;                /* a HotSpot JVM when last enabled */
+	struct thread_cpu *thread_cpu; /* threads' CPU time, once a second while enabled */
 	char last_error[256];
 	UT_hash_handle hh;
 };
@@ -82,6 +86,7 @@ static void target_free(struct target *t)
 		profile_unref(t->profiles[i]);
 	blocking_log_unref(t->blocking);
 	sys_table_unref(t->sys);
+	thread_cpu_free(t->thread_cpu);
 	free(t);
 }
 
@@ -280,6 +285,31 @@ static int profiles_ensure(struct target *t)
 	return t->blocking && t->sys ? 0 : -ENOMEM;
 }
 
+static uint64_t monotonic_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
+}
+
+/* Records t's threads' CPU time now; restart: as the new base of an empty history. A process
+ * that cannot be read now just misses a second. */
+static void thread_cpu_sample_locked(struct target *t, bool restart)
+{
+	struct thread_list l;
+
+	if (!t->thread_cpu && !(t->thread_cpu = thread_cpu_new()))
+		return;
+	if (threads_read(t->pid, THREADS_BASIC, &l))
+		return;
+	if (restart)
+		thread_cpu_reset(t->thread_cpu, &l, monotonic_us());
+	else
+		thread_cpu_record(t->thread_cpu, &l, monotonic_us());
+	threads_free(&l);
+}
+
 static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint64_t duration)
 {
 	struct aperture *a = ts->a;
@@ -323,6 +353,9 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 		}
 		t->state = TARGET_ENABLED;
 		t->since = now;
+		/* Like the profiles, the threads' history runs from the first enable or a reset. */
+		if (!t->thread_cpu)
+			thread_cpu_sample_locked(t, true);
 		/* The JVM part attaches in the background; whatever becomes of it, native
 		 * profiling goes on, and jvm/status says why. */
 		t->jvm = jvm_is_hotspot(t->pid);
@@ -421,6 +454,8 @@ int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t l
 		blocking_log_reset(t->blocking);
 	if (t->sys)
 		sys_table_reset(t->sys);
+	if (t->thread_cpu)
+		thread_cpu_sample_locked(t, true);
 	t->cpu_drops = 0;
 	t->offcpu_drops = 0;
 out:
@@ -784,10 +819,29 @@ void targets_tick(struct targets *ts, int64_t now)
 			}
 			disable_locked(ts, t, TARGET_EXITED, now);
 		}
-		if (t->state == TARGET_EXITED && now >= t->since + retain)
+		if (t->state == TARGET_EXITED && now >= t->since + retain) {
 			target_drop_locked(ts, t);
+			continue;
+		}
+		if (t->state == TARGET_ENABLED)
+			thread_cpu_sample_locked(t, false);
 	}
 	pthread_mutex_unlock(&ts->lock);
+}
+
+int targets_threads_busy(struct targets *ts, pid_t pid, struct thread_list *l)
+{
+	struct target *t;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = find_locked(ts, pid, &t);
+	if (!err)
+		err = t && t->thread_cpu ? thread_cpu_apply(t->thread_cpu, window_locked(ts, t),
+							    monotonic_us(), l)
+					 : -ENOENT;
+	pthread_mutex_unlock(&ts->lock);
+	return err;
 }
 
 void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited)

@@ -12,6 +12,7 @@
 #include "store/blocking.h"
 #include "store/profile.h"
 #include "store/sysstats.h"
+#include "store/threads.h"
 
 struct aperture;
 struct targets;
@@ -88,6 +89,11 @@ int targets_sys_snapshot(struct targets *ts, pid_t pid, struct sys_snapshot **ou
 /* Once a second: temporary enables that ran out, processes that exited, records past their
  * retention. */
 void targets_tick(struct targets *ts, int64_t now);
+
+/* Sets the recent_us of l (pid's threads, read just now) to the CPU each used over pid's
+ * window, from the history kept once a second while pid is enabled. -ENOENT if pid has no
+ * such history (never enabled). */
+int targets_threads_busy(struct targets *ts, pid_t pid, struct thread_list *l);
 
 void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited);
 

@@ -31,10 +31,21 @@ static void add_user_stacks(struct aperture *a, struct thread_list *l)
 int native_threads_busy(struct aperture *a, pid_t pid, FILE *out)
 {
 	struct thread_list l;
-	int err = threads_read_busy(pid, THREADS_BUSY_INTERVAL_MS, &l);
+	int err = threads_read(pid, THREADS_BASIC, &l);
 
 	if (err)
 		return err == -ESRCH ? 0 : err;
+	/* The target's window from the history kept while enabled; without one, a short look. */
+	err = targets_threads_busy(a->targets, pid, &l);
+	if (err == -ENOENT) {
+		threads_free(&l);
+		err = threads_read_busy(pid, THREADS_BUSY_INTERVAL_MS, &l);
+		if (err)
+			return err == -ESRCH ? 0 : err;
+	} else if (err) {
+		threads_free(&l);
+		return err;
+	}
 	err = view_threads_busy(&l, out);
 	threads_free(&l);
 	return err;

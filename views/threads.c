@@ -45,10 +45,20 @@ int view_threads_busy(const struct thread_list *l, FILE *out)
 	for (size_t i = 0; i < l->n; i++)
 		order[i] = &l->v[i];
 	qsort(order, l->n, sizeof(*order), by_busy);
-	fprintf(out, "# threads of %d by CPU time used in the last %" PRIu64 " ms\n", (int)l->pid,
-		l->interval_us / 1000);
-	fprintf(out, "# evidence: /proc/%d/task/*/stat utime+stime, read twice (clock-tick "
-		"resolution)\n", (int)l->pid);
+	if (!l->from_history)
+		fprintf(out, "# threads of %d by CPU time, sampled over %" PRIu64 " ms at open "
+			"(never enabled: no history)\n", (int)l->pid, l->interval_us / 1000);
+	else if (l->window_s)
+		fprintf(out, "# threads of %d by CPU time over the window (window_s %" PRIu64 "): "
+			"cpu time over the last %.1f s of history\n", (int)l->pid, l->window_s,
+			l->interval_us / 1e6);
+	else
+		fprintf(out, "# threads of %d by CPU time over the window (window_s 0, since "
+			"enable or reset): cpu time over the last %.1f s of history\n", (int)l->pid,
+			l->interval_us / 1e6);
+	fprintf(out, "# evidence: /proc/%d/task/*/stat utime+stime (clock-tick resolution), %s\n",
+		(int)l->pid, l->from_history ? "recorded once a second while enabled; threads that "
+		"exited in the window are left out" : "read twice");
 	fprintf(out, "# cpu%%  recent_us  total_us  tid  name\n");
 	for (size_t i = 0; i < l->n; i++) {
 		const struct thread_info *t = order[i];

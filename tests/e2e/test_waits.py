@@ -246,5 +246,38 @@ def test_thread_directories_and_busy(daemon, workloads):
     rows = [line.split() for line in read(threads / "busy").splitlines()
             if not line.startswith("#")]
     assert rows[0][4] == "spinner", rows
-    assert "evidence: /proc/" in read(threads / "busy")
+    assert "sampled over 250 ms at open" in read(threads / "busy")  # never enabled
     assert int(read(threads / str(w.tid_named("spinner")) / "cpu_us")) > 0
+
+
+def busy(daemon, pid):
+    """threads/busy's header lines and {thread name: recent_us}, busiest first."""
+    lines = read(daemon.target(pid) / "threads" / "busy").splitlines()
+    rows = [line.split() for line in lines if not line.startswith("#")]
+    return [line for line in lines if line.startswith("#")], {r[4]: int(r[1]) for r in rows}
+
+
+def test_busy_ranks_by_cpu_over_the_targets_window(daemon, workloads):
+    """spin-a spins ~5 s, then spin-b spins ~2.5 s: over the last 2 s spin-b was the busy
+    one, since enable spin-a was."""
+    w = Waits(workloads, "switch")
+    enable(daemon, w.pid)
+    time.sleep(5)
+    w.send(b"\n")
+    w.expect("switched")
+    time.sleep(2.5)
+    write(daemon.target(w.pid) / "window", "2")
+    header, rows = busy(daemon, w.pid)
+    assert "window_s 2" in header[0] and "of history" in header[0], header
+    span = float(header[0].split("over the last ")[1].split()[0])
+    assert 1.4 <= span <= 2.6, header  # the per-second sample nearest 2 s ago
+    assert list(rows)[0] == "spin-b", (header, rows)
+    # spin-a stopped before the window began; spin-b spun through it (on a loaded 2-core
+    # machine, for at least a quarter of it).
+    assert rows["spin-b"] >= 0.25 * span * US and rows["spin-a"] <= rows["spin-b"] / 4, rows
+
+    write(daemon.target(w.pid) / "window", "0")
+    header, rows = busy(daemon, w.pid)
+    assert "window_s 0, since enable or reset" in header[0], header
+    assert list(rows)[0] == "spin-a", (header, rows)
+    assert rows["spin-a"] >= 1.3 * rows["spin-b"] > 0, rows

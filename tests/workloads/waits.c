@@ -11,6 +11,8 @@
  *             (b_main) takes m2 then m1: a deadlock, after "locked" is printed.
  *   contended "holder" takes m1 and sleeps; "waiter" blocks on m1: a wait, no cycle.
  *   busy      "spinner" spins, "idler" sleeps.
+ *   switch    "spin-a" spins and "spin-b" waits; on a line on stdin, "spin-b" spins and
+ *             "spin-a" stops, after "switched" is printed.
  *
  * System calls the stacks must show are made by raw_* functions of ours: libc's wrappers
  * have no frame pointer and would hide their caller. */
@@ -151,6 +153,25 @@ static void *spinner_main(void *arg)
 	return NULL;
 }
 
+static volatile int switched;
+
+static void *spin_a_main(void *arg)
+{
+	for (volatile unsigned long i = 0; !switched; i++)
+		;
+	park();
+	return NULL;
+}
+
+static void *spin_b_main(void *arg)
+{
+	while (!switched)
+		usleep(10 * 1000);
+	for (volatile unsigned long i = 0;; i++)
+		;
+	return NULL;
+}
+
 static void *idler_main(void *arg)
 {
 	park();
@@ -189,8 +210,16 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "busy")) {
 		start(spinner_main, "spinner");
 		start(idler_main, "idler");
+	} else if (!strcmp(mode, "switch")) {
+		start(spin_a_main, "spin-a");
+		start(spin_b_main, "spin-b");
+		say("ready");
+		wait_line();
+		switched = 1;
+		say("switched");
+		park();
 	} else {
-		fprintf(stderr, "usage: waits sleep|block|deadlock|contended|busy\n");
+		fprintf(stderr, "usage: waits sleep|block|deadlock|contended|busy|switch\n");
 		return 2;
 	}
 	say("ready");
