@@ -20,8 +20,9 @@ apt-get install -y -q --no-install-recommends \
 # The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.
 command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
 npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2
-# The demangler (libiberty); a stock Debian binary with its debug package, for the tests.
-apt-get install -y -q --no-install-recommends libiberty-dev python3.11-dbg
+# The demangler (libiberty); a stock Debian binary with its debug package, and glibc's, for
+# the tests (they expect glibc's own frames, such as __lll_lock_wait, to be named).
+apt-get install -y -q --no-install-recommends libiberty-dev python3.11-dbg libc6-dbg
 
 if [ ! -r /sys/kernel/btf/vmlinux ]; then
 	echo "setup.sh: this kernel has no BTF (/sys/kernel/btf/vmlinux); aperture's BPF" \
