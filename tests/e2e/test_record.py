@@ -48,8 +48,9 @@ def test_records_cpu_split_from_its_first_instruction(tmp_path):
     share = 100 * in_b / (in_b + in_c)
     assert 65 <= share <= 75, f"b's share of b+c is {share:.1f} %, expected 70 +- 5"
     # Every sample is cpu_split's own, named from the exec'd binary: nothing of the held
-    # child before exec beyond a stray sample.
-    assert samples_in(stacks, lambda f: f[0] == "cpu_split") >= total - 2
+    # child before exec beyond a few samples of the exec itself (more under ASan, whose
+    # instrumented child takes longer to get there).
+    assert samples_in(stacks, lambda f: f[0] == "cpu_split") >= 0.99 * total
     assert f"{total} samples at {HZ} Hz" in r.stderr, r.stderr
     top = parse_top(r.stderr)
     assert abs(top["b"][1] - 100 * in_b / total) < 0.01 and top["main"][1] > 95, top
