@@ -451,8 +451,11 @@ struct cpu_gen_syms *cpu_gen_syms_put(struct cpu_collector *c, struct cpu_target
 	t->frame_pointers = proc_syms_frame_pointers(syms);
 	cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
-	victim->refreshed_ms = cpu_mono_ms();
-	victim->refreshed_drain = c->drain_seq;
+	/* Maps read while the loader was still mapping libraries miss them: the first address
+	 * they miss reads them again at once rather than after CPU_REFRESH_MS, or the first
+	 * samples in libc would stay [unknown]. */
+	victim->refreshed_ms = cpu_mono_ms() - CPU_REFRESH_MS;
+	victim->refreshed_drain = c->drain_seq - 1;
 	victim->used_drain = c->drain_seq;
 	return victim;
 }

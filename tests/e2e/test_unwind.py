@@ -93,7 +93,9 @@ def test_deep_recursion_is_marked_truncated(daemon, workloads):
         assert set(user_frames(frames)[1:]) <= {"recurse", "inner", "burn_[i]"}, frames
         assert "main" not in frames
     for frames in set(stacks) - set(cut):
-        assert "main" in frames, f"neither whole nor marked truncated: {frames}"
+        # The loader's own stacks, caught before main, are whole too.
+        assert "main" in frames or "_dl_start" in frames, \
+            f"neither whole nor marked truncated: {frames}"
 
 
 def test_cpp_names_are_demangled_with_inlined_frames(daemon, workloads):
