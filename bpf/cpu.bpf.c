@@ -85,6 +85,15 @@ struct {
 	__type(value, __u8);
 } dwarf_targets SEC(".maps");
 
+/* JVMs whose agent walks the Java stack of each sampled thread: the signal its handler
+ * waits for. Dwarf-mode tgids only: their samples carry the time the daemon matches by. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} java_signals SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -193,6 +202,7 @@ static __always_inline void send_dwarf(struct cpu_target *target, const struct c
 	s->hdr.tid = key->tid;
 	s->hdr.exec_gen = key->exec_gen;
 	s->hdr.kstack = key->kstack;
+	s->hdr.ns = bpf_ktime_get_ns();
 	/* The user registers, saved at entry to the kernel, whichever mode the tick hit. */
 	s->hdr.ip = BPF_CORE_READ(regs, ip);
 	s->hdr.sp = BPF_CORE_READ(regs, sp);
@@ -253,7 +263,13 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 			stat_inc(CPU_STAT_KSTACK_ERR);
 	}
 	if (dwarf) {
+		__u32 *signo = bpf_map_lookup_elem(&java_signals, &tgid);
+
 		send_dwarf(target, &key);
+		/* The handler runs on this thread's return to user mode: its Java stack is the
+		 * one this tick interrupted. */
+		if (signo)
+			bpf_send_signal_thread(*signo);
 		return 0;
 	}
 

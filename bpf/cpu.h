@@ -47,6 +47,7 @@ struct cpu_dwarf_hdr {
 	__u32 stack_len; /* bytes of stack[] that follow, copied from sp up */
 	__u32 pad;
 	__u64 kstack;    /* hash of the kernel stack in the stacks map, 0 = none */
+	__u64 ns;        /* CLOCK_MONOTONIC: matches a JVM agent's Java stack of this sample */
 	__u64 ip, sp, bp;
 	char comm[CPU_COMM_LEN];
 };

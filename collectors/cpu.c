@@ -369,6 +369,7 @@ void cpu_collector_forget_names(struct cpu_collector *c)
 
 void cpu_target_state_free(struct cpu_target_state *t)
 {
+	cpu_java_free(t);
 	forget_named(t);
 	for (int i = 0; i < CPU_GENS; i++) {
 		proc_syms_free(t->gens[i].syms);
@@ -479,7 +480,8 @@ struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state 
 void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t)
 {
 	int fd = bpf_map__fd(c->skel->maps.dwarf_targets);
-	bool dwarf = c->unwind == CPU_UNWIND_DWARF ||
+	/* Java stacks are matched to samples by time: only dwarf samples carry it. */
+	bool dwarf = c->unwind == CPU_UNWIND_DWARF || t->java_signo > 0 ||
 		     (c->unwind == CPU_UNWIND_AUTO && t->frame_pointers != 1);
 	__u8 one = 1;
 
@@ -512,6 +514,9 @@ int cpu_collector_target_info(struct cpu_collector *c, pid_t pid, struct cpu_tar
 		out->dwarf = t->dwarf;
 		out->frames_named = t->frames_named;
 		out->frames_total = t->frames_total;
+		out->java_signo = t->java_signo;
+		out->java_merged = t->java_merged;
+		out->java_alone = t->java_alone;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return t ? 0 : -ENOENT;
@@ -606,8 +611,10 @@ uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now)
 		drops = t->drops;
 		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &pid);
 		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.dwarf_targets), &pid);
+		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.java_signals), &pid);
 		/* Drain now, so the profile is final when disable, expiry or exit is shown. */
 		cpu_drain_locked(c, now);
+		cpu_java_flush(t, true);
 		cpu_follow_forget(c, pid);
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);

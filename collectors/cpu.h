@@ -27,6 +27,9 @@ struct cpu_target_info {
 	int dwarf;             /* its user stacks are unwound from CFI */
 	uint64_t frames_named; /* user frames of its samples that got a function name */
 	uint64_t frames_total;
+	int java_signo;        /* its JVM's agent walks Java stacks on this signal; 0: not */
+	uint64_t java_merged;  /* samples given the Java frames of their thread */
+	uint64_t java_alone;   /* samples whose Java stack never came (VM threads, say) */
 };
 
 struct cpu_collector_stats {
@@ -92,5 +95,23 @@ int cpu_collector_target_info(struct cpu_collector *c, pid_t pid, struct cpu_tar
 
 /* Samples of pid dropped in the kernel during the current enable (0 if not enabled). */
 uint64_t cpu_collector_target_drops(struct cpu_collector *c, pid_t pid);
+
+/* Java frames for a JVM (collectors/cpu_java.c). signo > 0: BPF sends signo to each thread
+ * of pid it samples, whose agent then walks the thread's Java stack; pid's samples are
+ * unwound in userspace and wait for their Java stacks. 0 turns it off, adding what waits.
+ * -ENOENT if pid is not enabled, -EIO if the kernel refused. */
+int cpu_collector_java(struct cpu_collector *c, pid_t pid, int signo);
+
+/* A Java stack the agent walked on thread tid at ns (CLOCK_MONOTONIC), root first. */
+struct cpu_java_stack {
+	pid_t tid;
+	uint64_t ns;
+	size_t n;
+	char **frames;
+};
+
+/* Gives pid's waiting samples the Java stacks walked for them. */
+int cpu_collector_java_stacks(struct cpu_collector *c, pid_t pid,
+			      const struct cpu_java_stack *v, size_t n);
 
 #endif

@@ -16,7 +16,6 @@
 
 #define FRAME_NAME_MAX 512
 /* Frames of one named stack: every address with its inlined functions, and [truncated]. */
-#define CPU_STACK_FRAMES_MAX (CPU_MAX_DEPTH * SYMS_INLINE_MAX + 1)
 
 struct drain_ctx {
 	struct cpu_collector *c;
@@ -191,7 +190,7 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 					  uint32_t depth, bool truncated)
 {
 	uint32_t ids[CPU_STACK_FRAMES_MAX], j = 0, user_frames = 0, named_frames = 0;
-	uint32_t unmapped_frames = 0;
+	uint32_t unmapped_frames = 0, jit_end = 0;
 	struct cpu_gen_syms *slot = NULL;
 	struct proc_syms *syms = NULL;
 	bool kernel = key->kind == CPU_STACK_KERNEL;
@@ -215,6 +214,9 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 		if (intern_user_frames(t, &fr, &ids[j]))
 			return NULL;
 		j += fr.n;
+		/* JIT code, the interpreter and stubs: Java frames can stand in for these. */
+		if (!strncmp(fr.f[0].name, "[anon]", 6))
+			jit_end = j;
 		user_frames++;
 		named_frames += is_named(fr.f[0].name);
 		unmapped_frames += !strcmp(fr.f[0].name, "[unknown]");
@@ -228,6 +230,7 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 	n->user_frames = user_frames;
 	n->named_frames = named_frames;
 	n->unmapped_frames = unmapped_frames;
+	n->jit_end = jit_end;
 	memcpy(n->ids, ids, j * sizeof(ids[0]));
 	HASH_ADD(hh, t->named, key, sizeof(n->key), n);
 	return n;
@@ -386,7 +389,10 @@ static int dwarf_sample(struct cpu_collector *c, const struct cpu_dwarf_hdr *h, 
 		atomic_fetch_add(&c->stacks_lost, 1);
 		return 0;
 	}
-	cpu_add_stacks(t, h->comm, user, false, kern, 1, time(NULL));
+	if (t->java_signo)
+		cpu_java_hold(t, h->comm, h->tid, h->ns, user, kern, time(NULL));
+	else
+		cpu_add_stacks(t, h->comm, user, false, kern, 1, time(NULL));
 	return 0;
 }
 
@@ -453,6 +459,7 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 {
 	struct drain_ctx ctx = { .c = c, .now = now };
 	int old = c->counts_live, err, stacks_err;
+	struct cpu_target_state *t, *tmp;
 
 	c->drain_seq++;
 	cpu_follow_install_locked(c);
@@ -465,6 +472,9 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	 * first: the ring holds every stack those counts name. Dwarf samples there name kernel
 	 * stacks in the retired map, still readable now. */
 	ring_buffer__consume(c->dwarf_rb);
+	HASH_ITER(hh, c->targets, t, tmp)
+		if (t->java_n)
+			cpu_java_flush(t, false);
 	err = cpu_take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
 			   c->counts_spec.max_entries, add_counts, &ctx);
 	if (c->stacks_retired_fd >= 0) {

@@ -29,6 +29,9 @@ enum cpu_stack_kind {
 	CPU_STACK_DWARF,  /* unwound in userspace from a copy of the stack */
 };
 
+/* Frame ids a named stack can have: each pc's inlined functions, and [truncated]. */
+#define CPU_STACK_FRAMES_MAX (CPU_MAX_DEPTH * SYMS_INLINE_MAX + 1)
+
 /* A stack already turned into frame ids of one target's profile. */
 struct cpu_named_key {
 	uint64_t hash;
@@ -41,6 +44,7 @@ struct cpu_named_stack {
 	uint32_t depth;
 	uint32_t user_frames, named_frames; /* for the share of frames named */
 	uint32_t unmapped_frames;           /* [unknown]: named again after the maps are re-read */
+	uint32_t jit_end;  /* ids [0, jit_end) end at the leafmost frame in anonymous memory */
 	UT_hash_handle hh;
 	uint32_t ids[];
 };
@@ -56,6 +60,10 @@ struct cpu_target_state {
 	uint64_t frames_named, frames_total;
 	pid_t fork_root;          /* a followed child: the target it descends from, else 0 */
 	bool follows_forks;       /* a target whose children are followed */
+	int java_signo;           /* collectors/cpu_java.c: the JVM agent's signal, 0 = none */
+	struct cpu_java_wait **java_waits; /* samples waiting for their Java stacks */
+	size_t java_n, java_cap;
+	uint64_t java_merged, java_alone, java_unmatched;
 	UT_hash_handle hh;
 };
 
@@ -169,6 +177,15 @@ void cpu_target_state_free(struct cpu_target_state *t);
 #define CPU_REFRESH_MS 100
 
 int64_t cpu_mono_ms(void);
+
+/* cpu_java.c: a JVM's dwarf sample, held until its Java stack comes; the samples that waited
+ * long enough (all with force) added as unwound; and freeing what waits. */
+#define CPU_JAVA_FRAMES_MAX 256
+int cpu_java_hold(struct cpu_target_state *t, const char *raw_comm, uint32_t tid, uint64_t ns,
+		  const struct cpu_named_stack *user, const struct cpu_named_stack *kern,
+		  int64_t sec);
+void cpu_java_flush(struct cpu_target_state *t, bool force);
+void cpu_java_free(struct cpu_target_state *t);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);
 /* Gives t the mappings syms, read for generation gen: the slot they went to (replacing an

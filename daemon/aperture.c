@@ -66,7 +66,7 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 		a->cpu = NULL;
 	/* APERTURE_JVM_AGENT points a test or an installed daemon at another agent build. */
 	err = jvm_collector_new(getenv("APERTURE_JVM_AGENT") ?: APERTURE_JVM_AGENT,
-				&a->config[CONFIG_JVM_ALLOC_INTERVAL], &a->jvm);
+				&a->config[CONFIG_JVM_ALLOC_INTERVAL], a->cpu, &a->jvm);
 	if (err)
 		return err;
 	if (!a->cpu)

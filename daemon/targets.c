@@ -376,6 +376,9 @@ static void disable_locked(struct targets *ts, struct target *t, enum target_sta
 			   int64_t now)
 {
 	if (t->state == TARGET_ENABLED) {
+		/* The Java frames of the last samples first: then they are final too. */
+		if (t->jvm)
+			jvm_collector_drain_java(ts->a->jvm, t->pid);
 		if (ts->a->cpu)
 			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid, now);
 		jvm_collector_disable(ts->a->jvm, t->pid);

@@ -1,8 +1,10 @@
 /* Recognising HotSpot JVMs and what their attach needs, from /proc. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "collectors/cpu.h"
 #include "collectors/jvm/jvm.h"
 #include "collectors/jvm/jvm_internal.h"
 #include "symbols/read_file.h"
@@ -62,6 +64,61 @@ int jvm_nspid(pid_t pid, pid_t *nspid)
 	free(line);
 	fclose(f);
 	return err;
+}
+
+/* A task's pid on the host and in its innermost namespace, from its NSpid line. */
+static int task_ids(pid_t pid, const char *tid, pid_t *host, pid_t *inner)
+{
+	char path[320], *line = NULL, *last;
+	size_t cap = 0;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		*host = atoi(line + 6);
+		last = strrchr(line, '\t');
+		*inner = last ? atoi(last + 1) : 0;
+		err = *host > 0 && *inner > 0 ? 0 : -EINVAL;
+		break;
+	}
+	free(line);
+	fclose(f);
+	return err;
+}
+
+int jvm_host_tids(pid_t pid, struct cpu_java_stack *v, size_t n)
+{
+	pid_t nspid, host = 0, inner = 0;
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+
+	if (jvm_nspid(pid, &nspid))
+		return -ESRCH;
+	if (nspid == pid)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	/* A thread gone since has no host tid: its stacks match nothing. */
+	for (size_t i = 0; i < n; i++)
+		v[i].tid = -v[i].tid;
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.' || task_ids(pid, d->d_name, &host, &inner))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (v[i].tid == -inner)
+				v[i].tid = host;
+	}
+	closedir(dir);
+	return 0;
 }
 
 /* Whether a NUL-separated list (cmdline, environ) turns the attach mechanism off. Later flags

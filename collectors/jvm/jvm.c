@@ -7,12 +7,14 @@
 #include <poll.h>
 #include <stdatomic.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <uthash.h>
+#include "collectors/cpu.h"
 #include "collectors/jvm/jvm.h"
 #include "collectors/jvm/jvm_internal.h"
 #include "collectors/jvm/protocol.h"
@@ -50,6 +52,10 @@ struct session {
 	char vm_version[64];
 	char events[96];          /* the agent's answer to "events" */
 	uint64_t events_lost;
+	char java[32];            /* the agent's answer to "cpu", "" before */
+	bool java_on;             /* the cpu collector waits for its Java stacks */
+	uint64_t java_failed, java_dropped, java_stacks;
+	int java_last_error;
 	int64_t attach_ms;
 	pthread_cond_t wake;
 
@@ -68,6 +74,7 @@ struct jvm_collector {
 	struct session *by_pid;
 	int workers;              /* running: free waits for them */
 	const _Atomic uint64_t *alloc_interval;
+	struct cpu_collector *cpu;
 	pthread_cond_t idle;
 	char agent_path[4096];
 	char agent_name[96];      /* versioned by protocol and content */
@@ -88,7 +95,7 @@ static uint64_t content_hash(const char *path)
 }
 
 int jvm_collector_new(const char *agent_path, const _Atomic uint64_t *alloc_interval,
-		      struct jvm_collector **out)
+		      struct cpu_collector *cpu, struct jvm_collector **out)
 {
 	struct jvm_collector *c = calloc(1, sizeof(*c));
 	pthread_condattr_t ca;
@@ -96,6 +103,7 @@ int jvm_collector_new(const char *agent_path, const _Atomic uint64_t *alloc_inte
 	if (!c)
 		return -ENOMEM;
 	c->alloc_interval = alloc_interval;
+	c->cpu = cpu;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -296,8 +304,38 @@ static void start_events(struct session *s)
 	free(data);
 }
 
+/* Has the agent walk the Java stack of each thread the cpu collector samples. SIGURG: its
+ * default is to be ignored, so a signal that outlives the handler harms no process, and
+ * HotSpot leaves it alone. */
+static void start_java(struct session *s)
+{
+	char req[32], *data;
+	size_t len;
+	bool on;
+
+	if (!s->c->cpu)
+		return;
+	snprintf(req, sizeof(req), "cpu %d", SIGURG);
+	if (request(s, req, &data, &len))
+		return;
+	on = !strncmp(data, "cpu=on", 6) && !cpu_collector_java(s->c->cpu, s->pid, SIGURG);
+	pthread_mutex_lock(&s->c->lock);
+	snprintf(s->java, sizeof(s->java), "%.*s", (int)strcspn(data, "\n"), data);
+	s->java_on = on;
+	pthread_mutex_unlock(&s->c->lock);
+	free(data);
+}
+
+static void stop_java(struct session *s)
+{
+	if (s->java_on)
+		cpu_collector_java(s->c->cpu, s->pid, 0);
+	s->java_on = false;
+}
+
 static void drain(struct session *s)
 {
+	struct jvm_java_stacks java = { 0 };
 	struct timespec now;
 	char req[64], *data;
 	uint64_t lost = 0;
@@ -309,10 +347,17 @@ static void drain(struct session *s)
 	if (request(s, req, &data, &len))
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
-	err = jvm_events_add(data, len, &s->profiles, now.tv_sec, &lost);
+	err = jvm_events_add(data, len, &s->profiles, now.tv_sec, &lost, &java);
+	if (s->java_on && java.n && !jvm_host_tids(s->pid, java.v, java.n))
+		cpu_collector_java_stacks(s->c->cpu, s->pid, java.v, java.n);
 	free(data);
 	pthread_mutex_lock(&s->c->lock);
 	s->events_lost += lost;
+	s->java_failed = java.failed;
+	s->java_dropped = java.dropped;
+	s->java_last_error = java.last_error;
+	s->java_stacks += java.n;
+	jvm_java_stacks_free(&java);
 	if (err)
 		snprintf(s->last_error, sizeof(s->last_error), "drain: %s",
 			 err == -EPROTO ? "the agent's records are malformed" : strerror(-err));
@@ -347,8 +392,10 @@ static void *worker_main(void *arg)
 		s->base_at = at;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (!err)
+	if (!err) {
 		start_events(s);
+		start_java(s);
+	}
 	pthread_mutex_lock(&c->lock);
 	/* Drain once a second, and watch the process: a JVM that exits mid-collection ends the
 	 * session with the reason. */
@@ -375,6 +422,7 @@ static void *worker_main(void *arg)
 		snprintf(s->reason, sizeof(s->reason), "enable was set to 0");
 	}
 	pthread_mutex_unlock(&c->lock);
+	stop_java(s);
 	/* Hanging up ends the agent's session: it gives back its capabilities. */
 	pthread_mutex_lock(&s->io);
 	if (s->fd >= 0) {
@@ -547,6 +595,20 @@ static void print_events(struct jvm_collector *c, const struct session *s, FILE 
 			fprintf(out, "%s: unavailable: the JVM refused the capability\n", keys[i]);
 	}
 	fprintf(out, "events_lost: %llu\n", s ? (unsigned long long)s->events_lost : 0ULL);
+	if (!attached || !s->java[0])
+		fprintf(out, "java_frames: off\n");
+	else if (s->java_on)
+		fprintf(out, "java_frames: on (AsyncGetCallTrace on SIGURG), %llu stacks, %llu walks "
+			"failed (last reason %d), %llu dropped\n", (unsigned long long)s->java_stacks,
+			(unsigned long long)s->java_failed, s->java_last_error,
+			(unsigned long long)s->java_dropped);
+	else if (!strcmp(s->java, "cpu=busy"))
+		fprintf(out, "java_frames: unavailable: the program handles SIGURG itself\n");
+	else if (!strcmp(s->java, "cpu=unavailable"))
+		fprintf(out, "java_frames: unavailable: this JVM has no AsyncGetCallTrace\n");
+	else
+		fprintf(out, "java_frames: unavailable: %s\n",
+			c->cpu ? "the agent or the kernel refused" : "no cpu collector");
 }
 
 int jvm_collector_status(struct jvm_collector *c, pid_t pid, FILE *out)
@@ -569,6 +631,19 @@ int jvm_collector_status(struct jvm_collector *c, pid_t pid, FILE *out)
 	fprintf(out, "last_error: %s\n", s && s->last_error[0] ? s->last_error : "none");
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+static struct session *get_attached(struct jvm_collector *c, pid_t pid);
+
+void jvm_collector_drain_java(struct jvm_collector *c, pid_t pid)
+{
+	struct session *s = get_attached(c, pid);
+
+	if (!s)
+		return;
+	if (s->java_on)
+		drain(s);
+	session_unref(c, s);
 }
 
 /* An attached session, referenced; NULL if pid has none. */

@@ -11,12 +11,14 @@
 #include <sys/types.h>
 
 struct jvm_collector;
+struct cpu_collector;
 struct profile;
 
 /* agent_path: the agent .so built by meson, copied into each target. alloc_interval: the
- * live setting of bytes between allocation samples. */
+ * live setting of bytes between allocation samples. cpu: where the Java stacks the agent
+ * walks for CPU samples go (NULL: they are not walked). */
 int jvm_collector_new(const char *agent_path, const _Atomic uint64_t *alloc_interval,
-		      struct jvm_collector **out);
+		      struct cpu_collector *cpu, struct jvm_collector **out);
 /* Ends every session, waiting for their workers. */
 void jvm_collector_free(struct jvm_collector *c);
 
@@ -35,6 +37,9 @@ struct jvm_profiles {
 
 int jvm_collector_enable(struct jvm_collector *c, pid_t pid, uint64_t start_time, uid_t uid,
 			 gid_t gid, const struct jvm_profiles *profiles);
+/* Hands the Java stacks pid's agent walked so far to the cpu collector now, before its
+ * samples are final (a disable). Waits for the agent's answer. */
+void jvm_collector_drain_java(struct jvm_collector *c, pid_t pid);
 /* Asks pid's session to end (its worker hangs up, the agent gives back its capabilities);
  * the session's outcome stays readable until jvm_collector_forget. Never blocks. */
 void jvm_collector_disable(struct jvm_collector *c, pid_t pid);

@@ -74,8 +74,22 @@ void jvm_threads_free(struct jvm_threads *t);
 /* events.c: a drain reply's records (protocol.h) added to profiles at second sec. -EPROTO
  * for a malformed line (the lines before it are kept). */
 struct jvm_profiles;
+struct cpu_java_stack;
+/* The Java stacks walked for CPU samples in a drain reply (frames point into its text), and
+ * the agent's counts of walks that failed and stacks it dropped. */
+struct jvm_java_stacks {
+	struct cpu_java_stack *v;
+	size_t n, cap;
+	uint64_t failed, dropped;
+	int last_error; /* AsyncGetCallTrace's last failure (protocol.h) */
+};
+
 int jvm_events_add(char *text, size_t len, const struct jvm_profiles *p, int64_t sec,
-		   uint64_t *lost);
+		   uint64_t *lost, struct jvm_java_stacks *java);
+void jvm_java_stacks_free(struct jvm_java_stacks *java);
+/* The agent's thread ids are its pid namespace's: makes them the host's, as BPF sees them.
+ * -ESRCH if pid is gone. */
+int jvm_host_tids(pid_t pid, struct cpu_java_stack *v, size_t n);
 
 /* threads.c: renderers over parsed records. */
 struct jvm_task_cpu {

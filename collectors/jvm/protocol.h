@@ -25,11 +25,20 @@
  *   D lost                                  events dropped: the agent's table was full
  *   A bytes samples thread frame...         allocation samples by stack, root first
  *   M microseconds events thread frame...   monitor contention by stack, root first
- * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code. */
+ * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code.
+ *
+ * "cpu <signo>" (after "events") installs a handler for signo that walks the receiving
+ * thread's Java stack with AsyncGetCallTrace (the daemon's BPF program sends it to each
+ * thread it samples) and answers "cpu=on|busy|unavailable|error" (busy: the program handles
+ * signo itself; unavailable: no AsyncGetCallTrace). Then each drain also answers
+ *   C tid ns frame...                       a walked stack, root first: the thread id in the
+ *                                           JVM's pid namespace, CLOCK_MONOTONIC ns
+ *   E failed dropped last_error             walks failed and stacks dropped so far, and
+ *                                           AsyncGetCallTrace's last reason (e.g. -3 GC) */
 #ifndef APERTURE_COLLECTORS_JVM_PROTOCOL_H
 #define APERTURE_COLLECTORS_JVM_PROTOCOL_H
 
-#define APERTURE_AGENT_PROTOCOL 1
+#define APERTURE_AGENT_PROTOCOL 2
 #define APERTURE_AGENT_HELLO "aperture-agent"
 
 /* Agent_OnAttach's return codes, shown by the attach listener as "return code: N". */

@@ -14,6 +14,7 @@
 #include <jni.h>
 #include <jvmti.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -434,8 +435,9 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 {
 	struct jni_ids ids;
 	char line[256], *vm_version = NULL;
-	bool ready = ids_init(env, &ids) == 0, events = false;
+	bool ready = ids_init(env, &ids) == 0, events = false, cpu = false;
 	long interval;
+	int signo;
 
 	if (jvmti)
 		(*jvmti)->GetSystemProperty(jvmti, "java.vm.version", &vm_version);
@@ -465,9 +467,16 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 			events_start(jvmti, interval, &b);
 			events = true;
 			err = reply(fd, 0, b.data, b.len);
+		} else if (sscanf(line, "cpu %d", &signo) == 1 && events && signo > 0 &&
+			   signo < SIGRTMIN) {
+			cpu_start(agent_vm, jvmti, env, signo, &b);
+			cpu = true;
+			err = reply(fd, 0, b.data, b.len);
 		} else if (sscanf(line, "drain %ld", &interval) == 1 && events && interval > 0 &&
 			   (*env)->PushLocalFrame(env, 16) == 0) {
 			events_drain(jvmti, env, interval, &b);
+			if (cpu)
+				cpu_drain(jvmti, env, &b);
 			(*env)->PopLocalFrame(env, NULL);
 			err = b.overflow ? reply_text(fd, 1, "reply too large") :
 					   reply(fd, 0, b.data ? b.data : "", b.len);
@@ -480,6 +489,8 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 			break;
 	}
 out:
+	if (cpu)
+		cpu_stop(jvmti);
 	if (events)
 		events_stop(jvmti);
 	if (ids.tmx)

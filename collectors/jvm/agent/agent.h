@@ -25,5 +25,18 @@ void buf_field(struct buf *b, const char *s);
 void events_start(jvmtiEnv *jvmti, long interval, struct buf *b);
 void events_stop(jvmtiEnv *jvmti);
 void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b);
+/* Whether m has JIT-compiled code now (known while events are on). */
+bool events_compiled(jmethodID m);
+/* A tab, then m's name as "pkg.Class.method", with "_[j]" if jit. */
+void java_frame_name(jvmtiEnv *jvmti, JNIEnv *env, jmethodID m, bool jit, struct buf *b);
+
+/* cpu.c: Java stacks walked on the daemon's signal signo, for its CPU samples. start says
+ * "cpu=on|busy|unavailable|error" in b (busy: the program handles signo itself); drain adds
+ * the stacks walked since ("C" records) and the failures ("E"); stop turns it off. */
+void cpu_start(JavaVM *vm, jvmtiEnv *jvmti, JNIEnv *env, int signo, struct buf *b);
+void cpu_stop(jvmtiEnv *jvmti);
+void cpu_drain(jvmtiEnv *jvmti, JNIEnv *env, struct buf *b);
+void JNICALL cpu_on_class_prepare(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jclass cls);
+void JNICALL cpu_on_class_load(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jclass cls);
 
 #endif

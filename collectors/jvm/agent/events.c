@@ -89,6 +89,18 @@ static void JNICALL on_compiled_unload(jvmtiEnv *jvmti, jmethodID m, const void 
 	pthread_mutex_unlock(&events_lock);
 }
 
+bool events_compiled(jmethodID m)
+{
+	struct compiled *c;
+	bool yes;
+
+	pthread_mutex_lock(&events_lock);
+	c = jit_on ? compiled_find_locked(m, false) : NULL;
+	yes = c && c->loads > 0;
+	pthread_mutex_unlock(&events_lock);
+	return yes;
+}
+
 static void thread_name(jvmtiEnv *jvmti, jthread thread)
 {
 	jvmtiThreadInfo ti;
@@ -199,6 +211,8 @@ void events_start(jvmtiEnv *jvmti, long interval, struct buf *b)
 		.MonitorContendedEntered = on_contended_entered,
 		.CompiledMethodLoad = on_compiled_load,
 		.CompiledMethodUnload = on_compiled_unload,
+		.ClassPrepare = cpu_on_class_prepare,
+		.ClassLoad = cpu_on_class_load,
 	};
 	jvmtiCapabilities alloc = { .can_generate_sampled_object_alloc_events = 1 };
 	jvmtiCapabilities mon = { .can_generate_monitor_events = 1 };
@@ -264,7 +278,7 @@ void events_stop(jvmtiEnv *jvmti)
 }
 
 /* "pkg.Class.method", from the class signature "Lpkg/Class;". */
-static void frame_name(jvmtiEnv *jvmti, JNIEnv *env, jmethodID m, bool jit, struct buf *b)
+void java_frame_name(jvmtiEnv *jvmti, JNIEnv *env, jmethodID m, bool jit, struct buf *b)
 {
 	char *name = NULL, *sig = NULL;
 	jclass cls = NULL;
@@ -328,7 +342,7 @@ void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b)
 			   (unsigned long long)s->value, (unsigned long long)s->count);
 		buf_field(b, s->thread);
 		for (int f = s->depth - 1; f >= 0; f--)
-			frame_name(jvmti, env, s->frames[f], s->jit >> f & 1, b);
+			java_frame_name(jvmti, env, s->frames[f], s->jit >> f & 1, b);
 		buf_add(b, "\n", 1);
 	}
 	free(copy);
