@@ -29,7 +29,7 @@ static __always_inline __u64 hash_ips(const struct cpu_stack *st, long bytes)
 }
 
 /* Captures one stack (through the per-CPU scratch map) into stacks_map, counting new ones in
- * *stored; returns its hash in *hash (0 if there is no stack), 0 or a negative errno
+ * *stored unless it is NULL; returns its hash in *hash (0 if there is no stack), 0 or a negative errno
  * (-ENOMEM: the map's allocator had nothing at hand; the stack is still in scratch). */
 static __always_inline long capture_stack(void *ctx, void *scratch_map, void *stacks_map,
 					  __u64 flags, __u64 *stored, __u64 *hash)
@@ -48,7 +48,7 @@ static __always_inline long capture_stack(void *ctx, void *scratch_map, void *st
 	if (bpf_map_lookup_elem(stacks_map, hash))
 		return 0;
 	bytes = bpf_map_update_elem(stacks_map, hash, st, BPF_NOEXIST);
-	if (bytes == 0)
+	if (bytes == 0 && stored)
 		__sync_fetch_and_add(stored, 1);
 	return bytes == -EEXIST ? 0 : bytes; /* another CPU stored the same stack first */
 }

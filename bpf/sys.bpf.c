@@ -14,8 +14,10 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "sys.h"
+#include "stack_capture.bpf.h"
 
-#define EEXIST 17
+/* capture_stack fills and stores struct cpu_stack. */
+_Static_assert(sizeof(struct sys_stack) == sizeof(struct cpu_stack), "stack layouts differ");
 #define MAX_ERRNO 4095
 
 /* futex(2) operations that wait (FUTEX_CMD_MASK strips PRIVATE and CLOCK_REALTIME). */
@@ -191,42 +193,17 @@ static __always_inline void account(void *outer, const void *key, __u64 ns)
 	v->hist[log2_bucket(ns)]++;
 }
 
-static __always_inline __u64 hash_ips(const struct sys_stack *st, long bytes)
-{
-	__u64 h = 0xcbf29ce484222325ULL;
-	long n = bytes / 8;
-
-	for (int i = 0; i < SYS_MAX_DEPTH && i < n; i++) {
-		h ^= st->ips[i];
-		h *= 0x100000001b3ULL;
-		h ^= h >> 29;
-	}
-	return h ? h : 1;
-}
-
 /* The hash of the current user stack, stored in stacks; 0 if there is none or no room.
  * bpf_get_stack zeroes the buffer past the stack, so a stored stack ends at its first 0. */
 static __always_inline __u64 user_stack(void *ctx)
 {
-	__u32 zero = 0;
-	struct sys_stack *st = bpf_map_lookup_elem(&scratch, &zero);
-	long bytes;
+	long err;
 	__u64 h;
 
-	if (!st)
-		return 0;
-	bytes = bpf_get_stack(ctx, st->ips, sizeof(st->ips), BPF_F_USER_STACK);
-	if (bytes <= 0)
-		return 0;
-	h = hash_ips(st, bytes);
-	if (bpf_map_lookup_elem(&stacks, &h))
-		return h;
-	bytes = bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST);
-	if (bytes && bytes != -EEXIST) {
+	err = capture_stack(ctx, &scratch, &stacks, BPF_F_USER_STACK, NULL, &h);
+	if (err == -E2BIG || err == -ENOMEM)
 		stat_inc(SYS_STAT_STACKS_FULL);
-		return 0;
-	}
-	return h;
+	return err ? 0 : h;
 }
 
 static __always_inline bool is_futex_wait(__u32 nr, struct pt_regs *regs, __u64 *uaddr,
