@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -120,6 +121,24 @@ def mounted(mnt):
     return False
 
 
+def threads_of(pid):
+    """Where each thread of pid is: name, state and kernel wait channel, and user stacks when
+    gdb is at hand. For a test failure's message."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        try:
+            comm = (task / "comm").read_text().strip()
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            lines.append(f"{task.name} {comm} {state} {(task / 'wchan').read_text()}")
+        except OSError:
+            pass
+    if shutil.which("gdb"):
+        lines.append(subprocess.run(["gdb", "-batch", "-p", str(pid), "-ex",
+                                     "thread apply all bt 12"], capture_output=True,
+                                    text=True, timeout=60).stdout[-6000:])
+    return "\n".join(lines)
+
+
 class Daemon:
     """build/aperture serving a mount point, in the foreground, with --allow-other."""
 
@@ -169,8 +188,10 @@ class Daemon:
         try:
             rc = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
+            where = threads_of(self.proc.pid)
             self.kill()
-            raise AssertionError(f"daemon ignored {sig.name} for 10 s")
+            raise AssertionError(f"daemon ignored {sig.name} for 10 s; its threads:\n{where}\n"
+                                 f"its log:\n{self.log_text()[-3000:]}")
         assert rc == 0, f"daemon exited {rc} on {sig.name}:\n{self.log_text()}"
         assert not mounted(self.mnt), f"{self.mnt} still mounted after {sig.name}"
 

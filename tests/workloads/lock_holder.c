@@ -3,9 +3,10 @@
  * Ground truth for locks.json: a thread named "holder" takes a pthread mutex and keeps it
  * HOLD_MS milliseconds, ROUNDS times; each time a thread named "waiter" blocks on the mutex
  * (in waiter_main -> contend -> pthread_mutex_lock) until the holder lets go. Prints
- * "mutex 0x<address> holder <tid>", waits for a line on stdin, runs, prints "done", and
- * exits at end of input. The waiter starts waiting right after the holder took the lock, so
- * its total wait is ROUNDS * HOLD_MS less a few microseconds per round. */
+ * "mutex 0x<address> holder <tid>", waits for a line on stdin, runs, prints "done <ns>" with
+ * the time the waiter spent in pthread_mutex_lock, and exits at end of input. The waiter
+ * starts waiting right after the holder took the lock, so its total wait is about ROUNDS *
+ * HOLD_MS: more on a loaded machine, where the holder oversleeps, hence the measurement. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <semaphore.h>
@@ -19,6 +20,15 @@ static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static sem_t go, taken, released, holder_ready;
 static int rounds, hold_ms;
 static pid_t holder_tid;
+static long long waited_ns;
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 __attribute__((noinline)) static void contend(void)
 {
@@ -30,8 +40,12 @@ static void *waiter_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "waiter");
 	for (int i = 0; i < rounds; i++) {
+		long long t0;
+
 		sem_wait(&taken);
+		t0 = now_ns();
 		contend();
+		waited_ns += now_ns() - t0;
 		sem_post(&released);
 	}
 	return NULL;
@@ -79,7 +93,7 @@ int main(int argc, char **argv)
 	sem_post(&go);
 	pthread_join(holder, NULL);
 	pthread_join(waiter, NULL);
-	printf("done\n");
+	printf("done %lld\n", waited_ns);
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin))
 		;
