@@ -150,6 +150,9 @@ static uint64_t start_time_of(pid_t pid)
 		return 0;
 	/* Field 22; comm (field 2) may hold spaces, so count from its closing parenthesis. */
 	p = memrchr(text, ')', len);
+	/* A zombie has exited: only its parent's wait keeps its entry. */
+	if (p && text + len - p > 2 && (p[2] == 'Z' || p[2] == 'X'))
+		p = NULL;
 	for (int field = 2; p && field < 22; field++)
 		p = memchr(p + 1, ' ', text + len - p - 1);
 	if (p)
@@ -710,6 +713,10 @@ static int request(struct session *s, const char *req, char **data, size_t *len)
 		s->fd = -1;
 	}
 	pthread_mutex_unlock(&s->io);
+	/* A JVM being killed closes the socket a moment before it is a zombie: wait that
+	 * moment, so that the reason says it exited. */
+	for (int i = 0; err && err != -ENOMEM && i < 10 && session_alive(s); i++)
+		usleep(20 * 1000);
 	pthread_mutex_lock(&c->lock);
 	if (err && err != -ENOMEM) {
 		snprintf(line, sizeof(line), "the agent did not answer \"%s\": %s", req,
