@@ -1,8 +1,12 @@
 /* The hsperfdata watch (hsperf_watch.h). One thread waits on an epoll set of: the inotify
- * instance, an eventfd that brings new roots and the stop, and a pidfd per JVM found, so a JVM
- * killed before it could remove its file leaves the set at once. Roots are reached through
- * /proc/<pid>/root of a process in them, never through an fd of ours: an open fd would keep a
- * dead container's /tmp mounted, while a watch lets it go (IN_IGNORED) and so frees its slot. */
+ * instance, an eventfd that brings processes noted and the stop, and a pidfd per JVM found, so
+ * a JVM killed before it could remove its file leaves the set at once. Once started, only that
+ * thread touches the filesystem (a container's root may be slow or hung) and owns roots and
+ * folders; the lock covers only what other threads read or hand over, so no reader (a FUSE
+ * thread) waits on a filesystem.
+ * Roots are reached through /proc/<pid>/root of a process in them, never through an fd of ours:
+ * an open fd would keep a dead container's /tmp mounted, while a watch lets it go (IN_IGNORED)
+ * and so frees its slot. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -25,7 +29,8 @@
 /* A JVM creates its file, writes it, then maps it: the write is a second look at a file whose
  * creation was seen before its owner had it open. */
 #define FOLDER_MASK (IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
-#define MAX_PENDING 16
+/* pids noted and not yet looked at: more wait for the next listing */
+#define MAX_NOTED 65536
 
 /* What an epoll event is, in the low bits of its data; a pidfd's pid above them. */
 enum { EV_INOTIFY, EV_WAKE, EV_PIDFD, EV_BITS = 2 };
@@ -53,28 +58,25 @@ struct jvm {
 	UT_hash_handle hh;
 };
 
-struct pending {
-	pid_t pid;
-	dev_t dev;
-	ino_t ino;
-};
-
 struct hsperf_watch {
 	pthread_t thread;
 	bool running;
 	int ifd, efd, epfd;
 
-	pthread_mutex_t lock;     /* everything below */
-	bool stop;
+	/* The thread's own. */
 	struct root roots[HSPERF_MAX_ROOTS];
 	struct folder *folders;   /* by wd */
 	unsigned nfolders;
-	struct jvm *jvms;         /* by host pid */
-	unsigned njvms;
-	struct pending pending[MAX_PENDING];
-	unsigned npending;
 	unsigned gen;
 	uint64_t rescans, over_limit;
+
+	pthread_mutex_t lock;     /* what follows; jvms changes only in the thread */
+	bool stop;
+	struct jvm *jvms;         /* by host pid */
+	unsigned njvms;
+	pid_t *noted;             /* for the thread to look at */
+	size_t nnoted;
+	struct hsperf_watch_stats shown; /* all but jvms, as of the thread's last round */
 };
 
 /* path = root r's /tmp, then /rel if rel is not "". The process r was reached through may be
@@ -113,9 +115,11 @@ static void jvm_drop(struct hsperf_watch *w, struct jvm *j)
 {
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, j->pidfd, NULL);
 	close(j->pidfd);
+	pthread_mutex_lock(&w->lock);
 	HASH_DEL(w->jvms, j);
-	free(j);
 	w->njvms--;
+	pthread_mutex_unlock(&w->lock);
+	free(j);
 }
 
 /* The file named nspid in folder f: a JVM once its owner is found. */
@@ -171,8 +175,10 @@ static int jvm_add(struct hsperf_watch *w, struct folder *f, pid_t nspid,
 	j->wd = f->wd;
 	j->pidfd = fd;
 	j->gen = w->gen;
+	pthread_mutex_lock(&w->lock);
 	HASH_ADD_INT(w->jvms, pid, j);
 	w->njvms++;
+	pthread_mutex_unlock(&w->lock);
 	return 0;
 fail:
 	free(j);
@@ -414,22 +420,59 @@ static void read_events(struct hsperf_watch *w, struct hsperf_procs *procs)
 	}
 }
 
-static void take_pending(struct hsperf_watch *w, struct hsperf_procs *procs)
+static bool root_known(struct hsperf_watch *w, const struct stat *st)
 {
+	for (int r = 0; r < HSPERF_MAX_ROOTS; r++)
+		if (w->roots[r].used && w->roots[r].dev == st->st_dev &&
+		    w->roots[r].ino == st->st_ino)
+			return true;
+	return false;
+}
+
+/* The roots of the processes noted, those new to the watch added. */
+static void take_noted(struct hsperf_watch *w, struct hsperf_procs *procs)
+{
+	struct stat st, last = {0};
+	char path[64];
 	eventfd_t v;
+	pid_t *pids;
+	size_t n;
 
 	eventfd_read(w->efd, &v);
-	for (unsigned i = 0; i < w->npending; i++) {
-		bool known = false;
-
-		/* Two pids of one root may both have been noted before either was added. */
-		for (int r = 0; r < HSPERF_MAX_ROOTS && !known; r++)
-			known = w->roots[r].used && w->roots[r].dev == w->pending[i].dev &&
-				w->roots[r].ino == w->pending[i].ino;
-		if (!known)
-			root_add(w, w->pending[i].pid, procs);
+	pthread_mutex_lock(&w->lock);
+	pids = w->noted;
+	n = w->nnoted;
+	w->noted = NULL;
+	w->nnoted = 0;
+	pthread_mutex_unlock(&w->lock);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/root/tmp", (int)pids[i]);
+		if (stat(path, &st) || !S_ISDIR(st.st_mode))
+			continue;
+		/* Most processes share a root: the one just seen needs no second look. */
+		if (st.st_dev == last.st_dev && st.st_ino == last.st_ino)
+			continue;
+		last = st;
+		if (!root_known(w, &st))
+			root_add(w, pids[i], procs);
 	}
-	w->npending = 0;
+	free(pids);
+}
+
+/* Makes the thread's figures readable. */
+static void publish(struct hsperf_watch *w)
+{
+	struct hsperf_watch_stats s = {
+		.folders = w->nfolders,
+		.rescans = w->rescans,
+		.over_limit = w->over_limit,
+	};
+
+	for (int r = 0; r < HSPERF_MAX_ROOTS; r++)
+		s.roots += w->roots[r].used;
+	pthread_mutex_lock(&w->lock);
+	w->shown = s;
+	pthread_mutex_unlock(&w->lock);
 }
 
 static void *watch_main(void *arg)
@@ -444,14 +487,13 @@ static void *watch_main(void *arg)
 
 		if (n < 0 && errno != EINTR)
 			break;
-		pthread_mutex_lock(&w->lock);
 		for (int i = 0; i < n; i++) {
 			uint64_t data = evs[i].data.u64;
 
 			if ((data & ((1 << EV_BITS) - 1)) == EV_INOTIFY) {
 				read_events(w, &procs);
 			} else if ((data & ((1 << EV_BITS) - 1)) == EV_WAKE) {
-				take_pending(w, &procs);
+				take_noted(w, &procs);
 			} else {
 				pid_t pid = data >> EV_BITS;
 				struct jvm *j;
@@ -461,9 +503,11 @@ static void *watch_main(void *arg)
 					jvm_drop(w, j);
 			}
 		}
+		hsperf_procs_free(&procs);
+		publish(w);
+		pthread_mutex_lock(&w->lock);
 		stop = w->stop;
 		pthread_mutex_unlock(&w->lock);
-		hsperf_procs_free(&procs);
 	}
 	return NULL;
 }
@@ -503,6 +547,7 @@ int hsperf_watch_new(struct hsperf_watch **out, char *why, size_t whylen)
 	/* The daemon's own root from the start: the host's JVMs need no listing. */
 	err = root_add(w, 0, &procs);
 	hsperf_procs_free(&procs);
+	publish(w);
 	if (err) {
 		snprintf(why, whylen, "watching /tmp: %s", strerror(-err));
 		goto fail;
@@ -544,48 +589,25 @@ void hsperf_watch_free(struct hsperf_watch *w)
 		close(w->efd);
 	if (w->epfd >= 0)
 		close(w->epfd);
+	free(w->noted);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }
 
-static bool root_known_locked(struct hsperf_watch *w, const struct stat *st)
-{
-	for (int r = 0; r < HSPERF_MAX_ROOTS; r++)
-		if (w->roots[r].used && w->roots[r].dev == st->st_dev &&
-		    w->roots[r].ino == st->st_ino)
-			return true;
-	for (unsigned i = 0; i < w->npending; i++)
-		if (w->pending[i].dev == st->st_dev && w->pending[i].ino == st->st_ino)
-			return true;
-	return false;
-}
-
 void hsperf_watch_note(struct hsperf_watch *w, const pid_t *pids, size_t n)
 {
-	struct stat st, last = {0};
-	bool wake = false;
-	char path[64];
+	pid_t *v;
 
-	if (!w)
+	if (!w || !n)
 		return;
-	for (size_t i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "/proc/%d/root/tmp", (int)pids[i]);
-		if (stat(path, &st) || !S_ISDIR(st.st_mode))
-			continue;
-		/* Most processes share a root: the one just seen needs no second look. */
-		if (st.st_dev == last.st_dev && st.st_ino == last.st_ino)
-			continue;
-		last = st;
-		pthread_mutex_lock(&w->lock);
-		if (!root_known_locked(w, &st) && w->npending < MAX_PENDING) {
-			w->pending[w->npending++] = (struct pending){ pids[i], st.st_dev,
-								      st.st_ino };
-			wake = true;
-		}
-		pthread_mutex_unlock(&w->lock);
+	pthread_mutex_lock(&w->lock);
+	if (w->nnoted + n <= MAX_NOTED && (v = realloc(w->noted, (w->nnoted + n) * sizeof(*v)))) {
+		memcpy(v + w->nnoted, pids, n * sizeof(*v));
+		w->noted = v;
+		w->nnoted += n;
 	}
-	if (wake)
-		eventfd_write(w->efd, 1);
+	pthread_mutex_unlock(&w->lock);
+	eventfd_write(w->efd, 1);
 }
 
 bool hsperf_watch_has(struct hsperf_watch *w, pid_t pid)
@@ -622,13 +644,9 @@ int hsperf_watch_snapshot(struct hsperf_watch *w, struct hsperf_watch_stats *s, 
 		pthread_mutex_unlock(&w->lock);
 		return -ENOMEM;
 	}
+	*s = w->shown;
 	HASH_ITER(hh, w->jvms, j, tmp)
 		v[s->jvms++] = j->pid;
-	for (int r = 0; r < HSPERF_MAX_ROOTS; r++)
-		s->roots += w->roots[r].used;
-	s->folders = w->nfolders;
-	s->rescans = w->rescans;
-	s->over_limit = w->over_limit;
 	pthread_mutex_unlock(&w->lock);
 	qsort(v, s->jvms, sizeof(*v), cmp_pid);
 	*pids = v;

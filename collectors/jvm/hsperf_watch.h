@@ -23,7 +23,8 @@ int hsperf_watch_new(struct hsperf_watch **out, char *why, size_t whylen);
 void hsperf_watch_free(struct hsperf_watch *w);
 
 /* Tells the watch of processes seen (a listing of targets/, an enable): the /tmp of any of them
- * whose root is new to it gets watched, in the background. Costs a stat per pid. */
+ * whose root is new to it gets watched, in the background. Copies pids; never waits on a
+ * filesystem. */
 void hsperf_watch_note(struct hsperf_watch *w, const pid_t *pids, size_t n);
 
 /* Whether pid is a JVM the watch found. */
