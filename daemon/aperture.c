@@ -6,6 +6,7 @@
 #include <bpf/libbpf_version.h>
 #include <elfutils/version.h>
 #include "collectors/cpu.h"
+#include "collectors/jvm/hsperf_watch.h"
 #include "collectors/jvm/jvm.h"
 #include "collectors/offcpu.h"
 #include "collectors/sys.h"
@@ -128,8 +129,12 @@ static void *loop_main(void *arg)
 
 int aperture_start(struct aperture *a)
 {
-	int err = pthread_create(&a->loop_thread, NULL, loop_main, a);
+	int err;
 
+	/* Without the watch, JVMs are still recognised by their mappings, when asked about. */
+	if (hsperf_watch_new(&a->jvm_watch, a->jvm_watch_error, sizeof(a->jvm_watch_error)))
+		a->jvm_watch = NULL;
+	err = pthread_create(&a->loop_thread, NULL, loop_main, a);
 	if (err)
 		return -err;
 	a->loop_running = true;
@@ -153,6 +158,7 @@ void aperture_fini(struct aperture *a)
 	aperture_stop(a);
 	targets_free(a->targets);
 	jvm_collector_free(a->jvm);
+	hsperf_watch_free(a->jvm_watch);
 	/* Closing the collector's links and perf events detaches every BPF program. */
 	/* offcpu names its stacks with cpu's: it goes first. */
 	offcpu_collector_free(a->offcpu);
@@ -203,6 +209,31 @@ static void aperture_sys_status(struct aperture *a, FILE *out)
 		fprintf(out, "kernel_locks: %s\n", ss.kernel_locks ? "tracing" : "idle");
 }
 
+static void aperture_jvm_status(struct aperture *a, FILE *out)
+{
+	struct hsperf_watch_stats ws;
+	pid_t *pids;
+
+	if (!a->jvm_watch) {
+		fprintf(out, "jvms: unavailable: %s (found by their mappings only)\n",
+			a->jvm_watch_error);
+		return;
+	}
+	if (hsperf_watch_snapshot(a->jvm_watch, &ws, &pids)) {
+		fprintf(out, "jvms: unavailable: out of memory\n");
+		return;
+	}
+	fprintf(out, "jvms: %u (hsperfdata watch on %u root%s)\n", ws.jvms, ws.roots,
+		ws.roots == 1 ? "" : "s");
+	fprintf(out, "jvm_pids:%s", ws.jvms ? "" : " none");
+	for (unsigned i = 0; i < ws.jvms; i++)
+		fprintf(out, " %d", (int)pids[i]);
+	fprintf(out, "\njvm_watch_folders: %u\n", ws.folders);
+	fprintf(out, "jvm_watch_rescans: %llu\n", (unsigned long long)ws.rescans);
+	fprintf(out, "jvm_watch_over_limit: %llu\n", (unsigned long long)ws.over_limit);
+	free(pids);
+}
+
 int aperture_status(struct aperture *a, FILE *out)
 {
 	struct cpu_collector_stats cs = {0};
@@ -238,6 +269,7 @@ int aperture_status(struct aperture *a, FILE *out)
 	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
 	aperture_status_offcpu(a, out);
 	aperture_sys_status(a, out);
+	aperture_jvm_status(a, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");
@@ -251,6 +283,13 @@ void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len)
 		snprintf(buf, len, "system call tracing is unavailable: %s", a->sys_error);
 	else
 		sys_collector_kernel_locks_error(a->sys, buf, len);
+}
+
+const char *aperture_jvm_found_by(struct aperture *a, pid_t pid)
+{
+	if (hsperf_watch_has(a->jvm_watch, pid))
+		return "hsperfdata";
+	return jvm_is_hotspot(pid) ? "maps" : NULL;
 }
 
 int aperture_version(FILE *out)

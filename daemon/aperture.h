@@ -8,11 +8,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include "daemon/config.h"
 
 struct symbolizer;
 struct cpu_collector;
 struct jvm_collector;
+struct hsperf_watch;
 struct offcpu_collector;
 struct sys_collector;
 struct targets;
@@ -30,6 +32,8 @@ struct aperture {
 	char sys_error[256];
 	struct targets *targets;
 	struct jvm_collector *jvm; /* attaches to JVMs as they are enabled */
+	struct hsperf_watch *jvm_watch; /* NULL when unavailable; jvm_watch_error says why */
+	char jvm_watch_error[256];
 	struct offcpu_collector *offcpu; /* NULL when unavailable; offcpu_error says why */
 	char offcpu_error[256];
 
@@ -45,8 +49,8 @@ struct aperture {
 /* Loads what the daemon needs. A collector that can't start (no BPF here, say) leaves the
  * daemon running without it, its reason shown in status. */
 int aperture_init(struct aperture *a, const char *mountpoint);
-/* Starts the once-a-second loop that drains collectors and ages targets. Call after any
- * fork (daemonizing). */
+/* Starts the once-a-second loop that drains collectors and ages targets, and the watch for
+ * new JVMs. Call after any fork (daemonizing). */
 int aperture_start(struct aperture *a);
 void aperture_stop(struct aperture *a);
 void aperture_fini(struct aperture *a);
@@ -60,6 +64,10 @@ int aperture_status(struct aperture *a, FILE *out);
 /* Why kernel lock contention is not collected, "" when it is (or may be, once enabled). */
 void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len);
 int aperture_version(FILE *out);
+
+/* How pid is known to be a HotSpot JVM: "hsperfdata" (its perf data file was seen), "maps"
+ * (libjvm.so is mapped: a JVM run with -XX:-UsePerfData), or NULL when it is not one. */
+const char *aperture_jvm_found_by(struct aperture *a, pid_t pid);
 
 /* Current unix time in seconds. */
 int64_t aperture_now(void);

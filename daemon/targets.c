@@ -6,6 +6,7 @@
 #include <time.h>
 #include <uthash.h>
 #include "collectors/cpu.h"
+#include "collectors/jvm/hsperf_watch.h"
 #include "collectors/jvm/jvm.h"
 #include "collectors/offcpu.h"
 #include "collectors/sys.h"
@@ -240,6 +241,9 @@ int targets_list(struct targets *ts, pid_t **pids, size_t *n)
 			err = pid_list_push(&l, pid);
 	}
 	closedir(proc);
+	/* A listing is where containers come into view: their /tmp gets watched for JVMs. */
+	if (!err)
+		hsperf_watch_note(ts->a->jvm_watch, l.v, l.len);
 	pthread_mutex_lock(&ts->lock);
 	HASH_ITER(hh, ts->by_pid, t, tmp)
 		if (!err && t->state == TARGET_EXITED)
@@ -358,7 +362,9 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 			thread_cpu_sample_locked(t, true);
 		/* The JVM part attaches in the background; whatever becomes of it, native
 		 * profiling goes on, and jvm/status says why. */
-		t->jvm = jvm_is_hotspot(t->pid);
+		t->jvm = aperture_jvm_found_by(a, t->pid) != NULL;
+		/* A container enabled before targets/ was listed gets its /tmp watched too. */
+		hsperf_watch_note(a->jvm_watch, &t->pid, 1);
 		struct jvm_profiles jp = {
 			.alloc = t->profiles[TARGET_PROFILE_JVM_ALLOC],
 			.alloc_objects = t->profiles[TARGET_PROFILE_JVM_ALLOC_OBJECTS],
@@ -628,6 +634,7 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	struct aperture *a = ts->a;
 	struct profile_stats ps = {0};
 	struct proc_identity id;
+	const char *found_by;
 	struct target *t;
 	bool live;
 	uint64_t drops;
@@ -653,8 +660,10 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	if (t && t->state == TARGET_EXITED)
 		print_time(out, "retained_until",
 			   t->since + (int64_t)config_get(a, CONFIG_RETAIN_EXITED_S));
-	fprintf(out, "runtime: %s\n", (t && t->jvm) || (live && jvm_is_hotspot(pid)) ?
-		"jvm" : "native");
+	found_by = live ? aperture_jvm_found_by(a, pid) : NULL;
+	fprintf(out, "runtime: %s\n", (t && t->jvm) || found_by ? "jvm" : "native");
+	if (found_by)
+		fprintf(out, "jvm_found_by: %s\n", found_by);
 	if (t && t->jvm)
 		jvm_collector_state_line(a->jvm, pid, out);
 	if (!a->cpu)

@@ -192,7 +192,7 @@ out:
 
 static bool is_jvm(struct aperture *a, pid_t pid)
 {
-	return jvm_is_hotspot(pid);
+	return aperture_jvm_found_by(a, pid) != NULL;
 }
 
 static int render_jvm_status(struct aperture *a, const struct node_ref *ref, FILE *out)

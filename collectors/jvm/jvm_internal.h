@@ -17,6 +17,27 @@ int jvm_nspid(pid_t pid, pid_t *nspid);
 /* Whether -XX:+DisableAttachMechanism is in effect (command line or JAVA_TOOL_OPTIONS). */
 bool jvm_attach_disabled(pid_t pid);
 
+/* hsperf_pid.c: the owners of HotSpot perf data files. */
+struct hsperf_proc {
+	pid_t pid, nspid;      /* on the host; in its own pid namespace */
+};
+
+/* /proc, read at the first need and reused for one batch of files. */
+struct hsperf_procs {
+	bool read;
+	struct hsperf_proc *v;
+	size_t n, cap;
+};
+
+void hsperf_procs_free(struct hsperf_procs *p);
+/* The host pid of the process that named the file rel (under /tmp, e.g. "hsperfdata_u/42")
+ * after its pid nspid and has it open or mapped; file: the file's stat. -ESRCH if none. */
+struct stat;
+int hsperf_owner(struct hsperf_procs *procs, const char *rel, const struct stat *file,
+		 pid_t nspid, pid_t *pid);
+/* A process whose /tmp is the folder dev/ino. -ESRCH if none. */
+int hsperf_procs_find_root(struct hsperf_procs *procs, dev_t dev, ino_t ino, pid_t *pid);
+
 /* attach.c. Each returns 0 or a negative errno with the reason in why. */
 
 /* Copies the agent into the target's /tmp as name (versioned by content), readable by
