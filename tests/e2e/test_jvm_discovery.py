@@ -246,12 +246,13 @@ def test_lost_events_are_made_up_for_by_a_rescan(daemon, idle):
     the overflow can find it."""
     queue = int(read("/proc/sys/fs/inotify/max_queued_events"))
     _, st = watched(daemon)
-    rescans = int(st["jvm_watch_rescans"])
+    rescans, folders = int(st["jvm_watch_rescans"]), int(st["jvm_watch_folders"])
     folder = Path(f"/tmp/hsperfdata_aperture-e2e-flood-{os.getpid()}")
     folder.mkdir()
     j = None
     try:
-        time.sleep(0.5)  # the new folder is watched
+        wait_for(lambda: int(watched(daemon)[1]["jvm_watch_folders"]) > folders, 10,
+                 "the new folder to be watched")
         daemon.proc.send_signal(signal.SIGSTOP)
         try:
             for i in range(queue + 100):
