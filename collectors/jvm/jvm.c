@@ -55,9 +55,6 @@ struct session {
 
 	pthread_mutex_t io;       /* one request at a time on fd */
 	int fd;                   /* the agent's connection, -1 when none */
-	struct jvm_task_cpu *base; /* threads' CPU times at the attach, for busy */
-	size_t nbase;
-	struct timespec base_at;
 	struct jvm_profiles profiles; /* referenced */
 
 	UT_hash_handle hh;
@@ -119,7 +116,6 @@ static void session_unref_locked(struct session *s)
 	profile_unref(s->profiles.alloc);
 	profile_unref(s->profiles.alloc_objects);
 	profile_unref(s->profiles.monitors);
-	free(s->base);
 	free(s);
 }
 
@@ -323,29 +319,17 @@ static void *worker_main(void *arg)
 {
 	struct session *s = arg;
 	struct jvm_collector *c = s->c;
-	struct jvm_task_cpu *base = NULL;
-	size_t nbase = 0;
 	char why[256] = "";
 	int64_t t0 = mono_ms();
-	struct timespec at;
 	int err;
 
 	err = attach(c, s, why, sizeof(why));
-	if (!err) {
-		clock_gettime(CLOCK_MONOTONIC, &at);
-		jvm_tasks_read(s->pid, &base, &nbase);
-	}
 	pthread_mutex_lock(&c->lock);
 	s->attach_ms = mono_ms() - t0;
-	if (err) {
+	if (err)
 		session_fail_locked(s, "attach", why);
-		free(base);
-	} else {
+	else
 		s->state = S_ATTACHED;
-		s->base = base;
-		s->nbase = nbase;
-		s->base_at = at;
-	}
 	pthread_mutex_unlock(&c->lock);
 	if (!err)
 		start_events(s);
@@ -657,40 +641,53 @@ static int request(struct session *s, const char *req, char **data, size_t *len)
 	return 0;
 }
 
-static double since(const struct timespec *t)
+/* The records of one request, parsed; a malformed reply sets last_error. */
+static int request_threads(struct session *s, const char *req, struct jvm_threads *t)
 {
-	struct timespec now;
+	char *data;
+	size_t len;
+	int err = request(s, req, &data, &len);
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
+	if (err)
+		return err;
+	err = jvm_threads_parse(data, len, t);
+	if (err) {
+		free(data);
+		pthread_mutex_lock(&s->c->lock);
+		snprintf(s->last_error, sizeof(s->last_error), "%s: the agent's records are "
+			 "malformed", req);
+		pthread_mutex_unlock(&s->c->lock);
+	}
+	return err;
+}
+
+/* Java threads with their native tids matched. */
+static int matched_threads(struct session *s, const char *req, struct jvm_threads *t)
+{
+	struct jvm_task_cpu *tasks = NULL;
+	size_t ntasks = 0;
+	int err = request_threads(s, req, t);
+
+	if (err)
+		return err;
+	jvm_tasks_read(s->pid, &tasks, &ntasks);
+	jvm_threads_match(t, tasks, ntasks);
+	free(tasks);
+	return 0;
 }
 
 int jvm_threads_render(struct jvm_collector *c, pid_t pid, enum jvm_threads_view view,
 		       FILE *out)
 {
 	struct session *s = get_attached(c, pid);
-	struct jvm_task_cpu *tasks = NULL;
 	struct jvm_threads t;
-	size_t len, ntasks = 0;
-	char *data;
 	int err;
 
 	if (!s)
 		return -ENODATA;
-	err = request(s, view == JVM_THREADS_DUMP ? "threads" : view == JVM_THREADS_BUSY ?
-		      "stacks" : "deadlocks", &data, &len);
+	err = matched_threads(s, view == JVM_THREADS_DUMP ? "threads" : "deadlocks", &t);
 	if (err)
 		goto out;
-	err = jvm_threads_parse(data, len, &t);
-	if (err) {
-		free(data);
-		pthread_mutex_lock(&c->lock);
-		snprintf(s->last_error, sizeof(s->last_error), "the agent's records are malformed");
-		pthread_mutex_unlock(&c->lock);
-		goto out;
-	}
-	jvm_tasks_read(pid, &tasks, &ntasks);
-	jvm_threads_match(&t, tasks, ntasks);
 	switch (view) {
 	case JVM_THREADS_DUMP:
 		err = jvm_render_dump(&t, pid, out);
@@ -701,14 +698,43 @@ int jvm_threads_render(struct jvm_collector *c, pid_t pid, enum jvm_threads_view
 	case JVM_THREADS_DEADLOCKS_JSON:
 		err = jvm_render_deadlocks_json(&t, pid, out);
 		break;
-	case JVM_THREADS_BUSY:
-		/* base is written once, by the worker, before the session is attached. */
-		err = jvm_render_busy(&t, s->base, s->nbase, tasks, ntasks, since(&s->base_at),
-				      out);
-		break;
 	}
 	jvm_threads_free(&t);
-	free(tasks);
+out:
+	session_unref(c, s);
+	return err;
+}
+
+int jvm_threads_busy(struct jvm_collector *c, pid_t pid, const struct thread_list *l,
+		     const struct thread_info *const *order, FILE *out)
+{
+	struct session *s = get_attached(c, pid);
+	struct jvm_threads all, top = {0};
+	char req[16 + JVM_BUSY_STACKS * 21] = "stacks";
+	size_t asked = 0;
+	int err;
+
+	if (!s)
+		return -ENODATA;
+	/* Names and ids of every Java thread without stopping the JVM, then the stacks of the
+	 * few threads that used the most CPU in the window. */
+	err = matched_threads(s, "list", &all);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < l->n && asked < JVM_BUSY_STACKS && order[i]->recent_us; i++)
+		for (size_t j = 0; j < all.n; j++)
+			if (all.v[j].tid == order[i]->tid) {
+				snprintf(req + strlen(req), sizeof(req) - strlen(req), " %lld",
+					 all.v[j].id);
+				asked++;
+				break;
+			}
+	if (asked)
+		err = request_threads(s, req, &top);
+	if (!err)
+		err = jvm_render_busy(&all, &top, l, order, out);
+	jvm_threads_free(&top);
+	jvm_threads_free(&all);
 out:
 	session_unref(c, s);
 	return err;

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "collectors/jvm/jvm.h"
+#include "store/threads.h"
 
 enum jvm_runtime { JVM_NONE, JVM_HOTSPOT, JVM_OTHER };
 
@@ -93,8 +95,10 @@ void jvm_threads_match(struct jvm_threads *t, const struct jvm_task_cpu *tasks, 
 int jvm_render_dump(const struct jvm_threads *t, pid_t pid, FILE *out);
 int jvm_render_deadlocks(const struct jvm_threads *t, FILE *out);
 int jvm_render_deadlocks_json(const struct jvm_threads *t, pid_t pid, FILE *out);
-/* base: CPU times at the start of the window, now: at its end, secs its length. */
-int jvm_render_busy(const struct jvm_threads *t, const struct jvm_task_cpu *base, size_t nbase,
-		    const struct jvm_task_cpu *now, size_t nnow, double secs, FILE *out);
+/* l's threads in order (busiest first) as Java names them (all: "list" records, matched);
+ * top: the stacks of the busiest few. */
+int jvm_render_busy(const struct jvm_threads *all, const struct jvm_threads *top,
+		    const struct thread_list *l, const struct thread_info *const *order,
+		    FILE *out);
 
 #endif

@@ -6,10 +6,11 @@
  * daemon sends one request line at a time and reads "<status> <length>\n" and length bytes:
  * status 0 and records, or status 1 and an error text.
  *
- * Requests: "threads" (every live thread), "stacks" (the same without the locks each thread
- * holds, which cost HotSpot a heap walk) and "deadlocks" (the threads in deadlock cycles, as
- * ThreadMXBean.findDeadlockedThreads finds them: monitors and ownable synchronizers). Their
- * records are lines of tab-separated fields:
+ * Requests: "threads" (every live thread), "stacks <id> <id>..." (at most 16 threads by Java
+ * thread id, without the locks each holds, which cost HotSpot a heap walk), "deadlocks" (the
+ * threads in deadlock cycles, as ThreadMXBean.findDeadlockedThreads finds them: monitors and
+ * ownable synchronizers) and "list" (every live thread's T record from JVMTI alone, without a
+ * safepoint: no frames, lock or owner). Their records are lines of tab-separated fields:
  *   T id name state daemon in_native cpu_ns lock_owner_id lock_owner_name lock_hash lock_class
  *   F class method file line is_native          one per stack frame, top first
  *   M depth hash class                          a monitor the thread holds, locked at frame depth
@@ -29,7 +30,7 @@
 #ifndef APERTURE_COLLECTORS_JVM_PROTOCOL_H
 #define APERTURE_COLLECTORS_JVM_PROTOCOL_H
 
-#define APERTURE_AGENT_PROTOCOL 1
+#define APERTURE_AGENT_PROTOCOL 2
 #define APERTURE_AGENT_HELLO "aperture-agent"
 
 /* Agent_OnAttach's return codes, shown by the attach listener as "return code: N". */

@@ -35,7 +35,7 @@ class Jvm:
 
     def __init__(self, classes, main, *flags, prefix=()):
         self.proc = subprocess.Popen([*prefix, "java", *flags, "-cp", str(classes), main],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pid = wait_for(self._java_pid, 10, f"{main}'s JVM to start")
 
     def _java_pid(self):
@@ -57,6 +57,13 @@ class Jvm:
     def wait_ready(self):
         assert self.proc.stdout.readline().strip() == "ready"
         return self
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, line):
+        assert self.proc.stdout.readline().strip() == line
 
     def kill(self):
         if self.proc.poll() is None:
@@ -176,14 +183,68 @@ def test_dump_has_every_thread_with_its_native_tid(daemon, attached):
         "holdAndSleep"
 
 
+def jvm_busy(daemon, pid):
+    """threads/busy of a JVM: its '#' lines and rows {name, tid, cpu_ms, evidence, stack},
+    busiest first; stack: the row's Java frames as "Class.method", leaf first."""
+    header, rows = [], []
+    for line in threads_file(daemon, pid, "busy").splitlines():
+        if line.startswith("#"):
+            header.append(line)
+        elif line.startswith("\tat "):
+            rows[-1]["stack"].append(line.split()[1].split("(")[0])
+        elif line.startswith("\t"):
+            continue
+        else:
+            tid, name, cpu_ms, _, evidence = re.match(r'(\d+) "(.+)" (\S+) (\S+) (\S+)$',
+                                                      line).groups()
+            rows.append({"name": name, "tid": int(tid), "cpu_ms": float(cpu_ms),
+                         "evidence": evidence, "stack": []})
+    return header, rows
+
+
 def test_spinning_thread_tops_busy(daemon, attached):
     time.sleep(1)
-    rows = [l for l in threads_file(daemon, attached.pid, "busy").splitlines()
-            if l and not l.startswith(("#", "\t"))]
-    tid, name, cpu_ms, share, evidence = re.match(r'(\d+) "(.+)" (\S+) (\S+) (\S+)$',
-                                                  rows[0]).groups()
-    assert name == "spinner" and evidence == "thread_cpu" and float(cpu_ms) > 20
-    assert read(f"/proc/{attached.pid}/task/{tid}/comm").strip() == "spinner"
+    _, rows = jvm_busy(daemon, attached.pid)
+    assert rows[0]["name"] == "spinner" and rows[0]["evidence"] == "thread_cpu"
+    assert rows[0]["cpu_ms"] > 20 and rows[0]["stack"][0] == "Threads.spin"
+    assert read(f"/proc/{attached.pid}/task/{rows[0]['tid']}/comm").strip() == "spinner"
+    # Stacks only for the few busiest: the idle threads' are not asked for.
+    assert len([r for r in rows if r["stack"]]) <= 5
+    assert not next(r for r in rows if r["name"] == "idle-1")["stack"]
+
+
+def test_busy_ranks_java_threads_over_the_targets_window(daemon, classes):
+    """early-spin spins ~5 s, then late-spin ~2.5 s: over the last 2 s late-spin was the busy
+    one (early-spin drops out), since enable early-spin was."""
+    j = Jvm(classes, "Switch").wait_ready()
+    try:
+        enable_and_attach(daemon, j.pid)
+        time.sleep(5)
+        j.send("switch")
+        j.expect("switched")
+        time.sleep(2.5)
+        write(daemon.target(j.pid) / "window", "2")
+        header, rows = jvm_busy(daemon, j.pid)
+        assert "window_s 2)" in header[0], header
+        span = float(header[0].split("the last ")[1].split()[0])
+        # The per-second sample nearest 2 s ago; the daemon's loop may run late while it
+        # names a JVM's many new frames.
+        assert 1.4 <= span <= 3.0, header
+        by_name = {r["name"]: r for r in rows}
+        assert rows[0]["name"] == "late-spin", rows[:3]
+        assert rows[0]["evidence"] == "thread_cpu" and "Switch.spinWhile" in rows[0]["stack"]
+        # On a loaded 2-core machine, late-spin ran for at least a quarter of the span.
+        assert rows[0]["cpu_ms"] >= 0.25 * span * 1e3, rows[0]
+        assert by_name["early-spin"]["cpu_ms"] <= rows[0]["cpu_ms"] / 4, rows[:3]
+
+        write(daemon.target(j.pid) / "window", "0")
+        header, rows = jvm_busy(daemon, j.pid)
+        assert "window_s 0, since enable or reset" in header[0], header
+        by_name = {r["name"]: r for r in rows}
+        assert rows[0]["name"] == "early-spin", rows[:3]
+        assert by_name["late-spin"]["cpu_ms"] > 0, rows[:3]
+    finally:
+        j.kill()
 
 
 def test_disable_then_enable_reuses_the_agent(daemon, attached):

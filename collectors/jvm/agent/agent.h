@@ -26,4 +26,8 @@ void events_start(jvmtiEnv *jvmti, long interval, struct buf *b);
 void events_stop(jvmtiEnv *jvmti);
 void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b);
 
+/* list.c: every live Java thread as "T" records (protocol.h) from JVMTI alone, without a
+ * safepoint: no stack, lock or owner. -1 when the thread list can't be had. */
+int threads_list(jvmtiEnv *jvmti, JNIEnv *env, struct buf *b);
+
 #endif
