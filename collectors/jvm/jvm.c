@@ -48,7 +48,7 @@ struct session {
 	char reason[256];
 	char last_error[256];
 	char vm_version[64];
-	char events[96];          /* the agent's answer to "events" */
+	char events[128];         /* the agent's answer to "events", lines joined */
 	uint64_t events_lost;
 	int64_t attach_ms;
 	pthread_cond_t wake;
@@ -286,8 +286,12 @@ static void start_events(struct session *s)
 		 (unsigned long long)atomic_load(s->c->alloc_interval));
 	if (request(s, req, &data, &len))
 		return;
+	/* One line from each part of the agent: "alloc=.. monitors=.. jit=..", "juc=..". */
+	for (char *p = data; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
 	pthread_mutex_lock(&s->c->lock);
-	snprintf(s->events, sizeof(s->events), "%.*s", (int)strcspn(data, "\n"), data);
+	snprintf(s->events, sizeof(s->events), "%s", data);
 	pthread_mutex_unlock(&s->c->lock);
 	free(data);
 }
@@ -504,13 +508,13 @@ void jvm_collector_state_line(struct jvm_collector *c, pid_t pid, FILE *out)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* The agent's "alloc=.. monitors=.. jit=.." as status lines. */
+/* The agent's "alloc=.. monitors=.. jit=.. juc=.." as status lines. */
 static void print_events(struct jvm_collector *c, const struct session *s, FILE *out)
 {
-	const char *keys[] = { "alloc", "monitors", "jit" };
+	const char *keys[] = { "alloc", "monitors", "jit", "juc" };
 	bool attached = s && s->state == S_ATTACHED;
 
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 4; i++) {
 		char want[16];
 		const char *v = NULL;
 
@@ -522,11 +526,18 @@ static void print_events(struct jvm_collector *c, const struct session *s, FILE 
 		else if (!strncmp(v, "on", 2) && i == 0)
 			fprintf(out, "alloc: on, one sample per %llu bytes\n",
 				(unsigned long long)atomic_load(c->alloc_interval));
+		else if (!strncmp(v, "on", 2) && i == 3)
+			fprintf(out, "juc: on, sampled (approximate): every %d ms, threads parked on "
+				"a Lock's synchronizer add the time since the last look to "
+				"monitors, under a leaf frame CLASS_[approx]\n",
+				APERTURE_AGENT_JUC_INTERVAL_MS);
 		else if (!strncmp(v, "on", 2))
 			fprintf(out, "%s: on\n", keys[i]);
 		else if (!strncmp(v, "solo-held", 9))
 			fprintf(out, "%s: unavailable: another JVMTI agent holds the solo capability "
 				"can_generate_sampled_object_alloc_events\n", keys[i]);
+		else if (i == 3)
+			fprintf(out, "juc: unavailable: the agent could not start its sampler\n");
 		else
 			fprintf(out, "%s: unavailable: the JVM refused the capability\n", keys[i]);
 	}

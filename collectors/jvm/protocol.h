@@ -19,19 +19,26 @@
  * none.
  *
  * "events <interval>" turns on allocation sampling (one sample per interval bytes, on
- * average), monitor contention and JIT tracking, and answers one line saying which it got:
- * "alloc=on|solo-held|error monitors=on|error jit=on|error" (solo-held: another agent holds
- * the solo capability can_generate_sampled_object_alloc_events). "drain <interval>" answers
- * what was counted since the last drain and resets it (applying a changed interval):
+ * average), monitor contention, JIT tracking and the j.u.c lock-wait sampler, and answers two
+ * lines saying which it got: "alloc=on|solo-held|error monitors=on|error jit=on|error" and
+ * "juc=on|error" (solo-held: another agent holds the solo capability
+ * can_generate_sampled_object_alloc_events). "drain <interval>" answers what was counted
+ * since the last drain and resets it (applying a changed interval):
  *   D lost                                  events dropped: the agent's table was full
  *   A bytes samples thread frame...         allocation samples by stack, root first
  *   M microseconds events thread frame...   monitor contention by stack, root first
- * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code. */
+ * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code. An M
+ * record whose last frame is "<class>_[approx]" is a sampled j.u.c lock wait: every
+ * APERTURE_AGENT_JUC_INTERVAL_MS (or longer, to keep the sampler under 1 % of a CPU) each
+ * thread parked on a Lock's synchronizer of that class is counted the time since the previous
+ * look; events then counts looks. */
 #ifndef APERTURE_COLLECTORS_JVM_PROTOCOL_H
 #define APERTURE_COLLECTORS_JVM_PROTOCOL_H
 
 #define APERTURE_AGENT_PROTOCOL 2
 #define APERTURE_AGENT_HELLO "aperture-agent"
+/* How often the agent looks for threads parked on a j.u.c lock. */
+#define APERTURE_AGENT_JUC_INTERVAL_MS 50
 
 /* Agent_OnAttach's return codes, shown by the attach listener as "return code: N". */
 enum {

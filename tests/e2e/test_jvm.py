@@ -396,6 +396,43 @@ def test_contended_block_tops_monitors(daemon, hot):
     assert by_leaf["Hot.contended"] > 2000
 
 
+def test_juc_lock_waits_are_sampled_and_synchronized_stays_exact(daemon, classes):
+    """Locks times its own waits for 4 s: three threads on a ReentrantLock, two on a
+    synchronized block, and a Condition and a CountDownLatch waiter that wait on no lock."""
+    j = Jvm(classes, "Locks").wait_ready()
+    try:
+        enable_and_attach(daemon, j.pid)
+        st = wait_events(daemon, j.pid)
+        assert st["juc"].startswith("on, sampled (approximate): every 50 ms"), st
+        j.send("go")
+        truth = dict(j.proc.stdout.readline().split() for _ in range(2))
+        j.expect("done")
+        time.sleep(2.5)  # two drains
+        text = read(daemon.target(j.pid) / "jvm" / "monitors.folded")
+    finally:
+        j.kill()
+    waited = {"juc": 0, "sync": 0}
+    for line in text.splitlines():
+        stack, _, us = line.rpartition(" ")
+        frames = [f.removesuffix("_[j]") for f in stack.split(";")]
+        kind = frames[0].split("-")[0]
+        assert kind in waited, line  # nothing from the Condition's or the latch's waiter
+        if kind == "juc":
+            assert frames[-1] == "java.util.concurrent.locks.ReentrantLock$NonfairSync_[approx]"
+            assert "Locks.jucWait" in frames and "java.util.concurrent.locks.LockSupport.park" \
+                in frames, line
+        else:
+            assert frames[-1] == "Locks.syncWait" and "[approx]" not in line, line
+        waited[kind] += int(us)
+    # Sampled: each wait is over- or under-counted by less than one 50 ms look, and those
+    # errors cancel out: ~120 waits of 5-120 ms put one standard deviation near
+    # 50 ms * sqrt(120 / 6) = 0.22 s, about 3 % of the ~7 s waited. 20 % leaves room for late
+    # looks on a loaded machine.
+    assert 0.8 <= waited["juc"] / int(truth["juc"]) <= 1.2, (waited, truth)
+    # Exact: the events bracket the wait, inside the program's own timing of it.
+    assert 0.85 <= waited["sync"] / int(truth["sync"]) <= 1.02, (waited, truth)
+
+
 def test_disable_stops_events_and_gives_back_the_solo_capability(daemon, hot):
     """The re-enabled session gets the solo allocation capability again: the first one gave it
     back (two environments can't hold it at once)."""

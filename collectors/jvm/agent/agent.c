@@ -505,6 +505,7 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 				    reply(fd, 0, b.data ? b.data : "", b.len);
 		} else if (sscanf(line, "events %ld", &interval) == 1 && jvmti && interval > 0) {
 			events_start(jvmti, interval, &b);
+			parked_start(agent_vm, jvmti, &b);
 			events = true;
 			err = reply(fd, 0, b.data, b.len);
 		} else if (sscanf(line, "drain %ld", &interval) == 1 && events && interval > 0 &&
@@ -522,8 +523,10 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 			break;
 	}
 out:
-	if (events)
+	if (events) {
+		parked_stop(env);
 		events_stop(jvmti);
+	}
 	if (ids.tmx)
 		(*env)->DeleteGlobalRef(env, ids.tmx);
 }

@@ -1,5 +1,6 @@
 /* Allocation samples (SampledObjectAlloc) and monitor contention (MonitorContendedEnter and
- * Entered), counted by thread and Java stack in a fixed table the daemon drains once a second.
+ * Entered), counted by thread and Java stack in a fixed table the daemon drains once a second;
+ * parked.c counts its sampled j.u.c lock waits in the same table.
  *
  * Callbacks run on the application's threads: they take one short lock, never allocate, and
  * when the table is full they count a drop instead of growing it. Method names are resolved
@@ -13,7 +14,6 @@
 #include "collectors/jvm/agent/agent.h"
 
 #define SLOTS 4096         /* stacks per drain interval; half full counts as full */
-#define MAX_DEPTH 64
 #define COMPILED_SLOTS 65536
 
 enum kind { K_ALLOC = 1, K_MONITOR };
@@ -25,6 +25,7 @@ struct slot {
 	char thread[32];
 	uint64_t jit;              /* bit i: frames[i] was compiled */
 	jmethodID frames[MAX_DEPTH]; /* leaf first */
+	const char *leaf;          /* a last frame after them, or NULL (events_count_wait) */
 	uint64_t value, count;     /* bytes or microseconds; samples or events */
 };
 
@@ -105,21 +106,26 @@ static void thread_name(jvmtiEnv *jvmti, jthread thread)
 	}
 }
 
-/* Counts one event of the current thread's stack. */
-static void record(jvmtiEnv *jvmti, jthread thread, enum kind kind, uint64_t value)
+static bool same_frames(const struct slot *s, const jvmtiFrameInfo *frames)
 {
-	jvmtiFrameInfo frames[MAX_DEPTH];
-	jint depth = 0;
+	for (int f = 0; f < s->depth; f++)
+		if (s->frames[f] != frames[f].method)
+			return false;
+	return true;
+}
+
+static void count(enum kind kind, const char *thread, const jvmtiFrameInfo *frames,
+		  jint depth, const char *leaf, uint64_t value)
+{
 	uint64_t h = kind, jit = 0;
 	size_t i;
 
-	thread_name(jvmti, thread);
-	if ((*jvmti)->GetStackTrace(jvmti, NULL, 0, MAX_DEPTH, frames, &depth) != JVMTI_ERROR_NONE ||
-	    depth <= 0)
-		return;
-	for (const char *p = tls_name; *p; p++)
+	for (const char *p = thread; *p; p++)
 		h = mix(h, (unsigned char)*p);
+	h = mix(h, (uintptr_t)leaf);
 	pthread_mutex_lock(&events_lock);
+	if (!slots)
+		goto out;
 	for (jint f = 0; f < depth; f++) {
 		struct compiled *c = jit_on ? compiled_find_locked(frames[f].method, false) : NULL;
 
@@ -137,20 +143,41 @@ static void record(jvmtiEnv *jvmti, jthread thread, enum kind kind, uint64_t val
 				goto out;
 			}
 			used++;
-			*s = (struct slot){ .hash = h, .kind = kind, .depth = depth, .jit = jit };
-			memcpy(s->thread, tls_name, sizeof(s->thread));
+			*s = (struct slot){ .hash = h, .kind = kind, .depth = depth, .jit = jit,
+					    .leaf = leaf };
+			snprintf(s->thread, sizeof(s->thread), "%s", thread);
 			for (jint f = 0; f < depth; f++)
 				s->frames[f] = frames[f].method;
 			break;
 		}
 		if (s->hash == h && s->kind == kind && s->depth == depth && s->jit == jit &&
-		    !strcmp(s->thread, tls_name))
+		    s->leaf == leaf && !strncmp(s->thread, thread, sizeof(s->thread) - 1) &&
+		    same_frames(s, frames))
 			break;
 	}
 	slots[i].value += value;
 	slots[i].count++;
 out:
 	pthread_mutex_unlock(&events_lock);
+}
+
+/* Counts one event of the current thread's stack. */
+static void record(jvmtiEnv *jvmti, jthread thread, enum kind kind, uint64_t value)
+{
+	jvmtiFrameInfo frames[MAX_DEPTH];
+	jint depth = 0;
+
+	thread_name(jvmti, thread);
+	if ((*jvmti)->GetStackTrace(jvmti, NULL, 0, MAX_DEPTH, frames, &depth) != JVMTI_ERROR_NONE ||
+	    depth <= 0)
+		return;
+	count(kind, tls_name, frames, depth, NULL, value);
+}
+
+void events_count_wait(const char *thread, const jvmtiFrameInfo *frames, jint depth,
+		       const char *leaf, uint64_t us)
+{
+	count(K_MONITOR, thread, frames, depth, leaf, us);
 }
 
 static void JNICALL on_alloc(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jobject object,
@@ -329,6 +356,8 @@ void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b)
 		buf_field(b, s->thread);
 		for (int f = s->depth - 1; f >= 0; f--)
 			frame_name(jvmti, env, s->frames[f], s->jit >> f & 1, b);
+		if (s->leaf)
+			buf_field(b, s->leaf);
 		buf_add(b, "\n", 1);
 	}
 	free(copy);
