@@ -50,6 +50,7 @@ struct session {
 	char vm_version[64];
 	char events[128];         /* the agent's answer to "events", lines joined */
 	uint64_t events_lost;
+	uint64_t alloc_interval;  /* the agent's last word on it; 0: not said */
 	int64_t attach_ms;
 	pthread_cond_t wake;
 
@@ -298,9 +299,9 @@ static void start_events(struct session *s)
 
 static void drain(struct session *s)
 {
+	struct jvm_drain d = {0};
 	struct timespec now;
 	char req[64], *data;
-	uint64_t lost = 0;
 	size_t len;
 	int err;
 
@@ -309,10 +310,12 @@ static void drain(struct session *s)
 	if (request(s, req, &data, &len))
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
-	err = jvm_events_add(data, len, &s->profiles, now.tv_sec, &lost);
+	err = jvm_events_add(data, len, &s->profiles, now.tv_sec, &d);
 	free(data);
 	pthread_mutex_lock(&s->c->lock);
-	s->events_lost += lost;
+	s->events_lost += d.lost;
+	if (d.alloc_interval)
+		s->alloc_interval = d.alloc_interval;
 	if (err)
 		snprintf(s->last_error, sizeof(s->last_error), "drain: %s",
 			 err == -EPROTO ? "the agent's records are malformed" : strerror(-err));
@@ -508,6 +511,19 @@ void jvm_collector_state_line(struct jvm_collector *c, pid_t pid, FILE *out)
 	pthread_mutex_unlock(&c->lock);
 }
 
+static void print_alloc(struct jvm_collector *c, const struct session *s, FILE *out)
+{
+	uint64_t want = atomic_load(c->alloc_interval);
+
+	fprintf(out, "alloc: on, one sample per %llu bytes", (unsigned long long)want);
+	/* The agent samples less often while allocation outpaces its rate bound. */
+	if (s->alloc_interval > want)
+		fprintf(out, "; now one per %llu (at most %d samples/s), each counting as %llu",
+			(unsigned long long)s->alloc_interval, APERTURE_AGENT_ALLOC_RATE_MAX,
+			(unsigned long long)(s->alloc_interval / want));
+	fprintf(out, "\n");
+}
+
 /* The agent's "alloc=.. monitors=.. jit=.. juc=.." as status lines. */
 static void print_events(struct jvm_collector *c, const struct session *s, FILE *out)
 {
@@ -524,8 +540,7 @@ static void print_events(struct jvm_collector *c, const struct session *s, FILE 
 		if (!v)
 			fprintf(out, "%s: off\n", keys[i]);
 		else if (!strncmp(v, "on", 2) && i == 0)
-			fprintf(out, "alloc: on, one sample per %llu bytes\n",
-				(unsigned long long)atomic_load(c->alloc_interval));
+			print_alloc(c, s, out);
 		else if (!strncmp(v, "on", 2) && i == 3)
 			fprintf(out, "juc: on, sampled (approximate): every %d ms, threads parked on "
 				"a Lock's synchronizer add the time since the last look to "

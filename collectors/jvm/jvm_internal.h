@@ -73,11 +73,15 @@ struct jvm_threads {
 int jvm_threads_parse(char *text, size_t len, struct jvm_threads *out);
 void jvm_threads_free(struct jvm_threads *t);
 
-/* events.c: a drain reply's records (protocol.h) added to profiles at second sec. -EPROTO
- * for a malformed line (the lines before it are kept). */
+/* events.c: a drain reply's records (protocol.h) added to profiles at second sec, and its
+ * figures added to d. -EPROTO for a malformed line (the lines before it are kept). */
 struct jvm_profiles;
+struct jvm_drain {
+	uint64_t lost;           /* events the agent dropped */
+	uint64_t alloc_interval; /* bytes between allocation samples now; 0: not said */
+};
 int jvm_events_add(char *text, size_t len, const struct jvm_profiles *p, int64_t sec,
-		   uint64_t *lost);
+		   struct jvm_drain *d);
 
 /* threads.c: renderers over parsed records. */
 struct jvm_task_cpu {

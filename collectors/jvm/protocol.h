@@ -25,13 +25,17 @@
  * can_generate_sampled_object_alloc_events). "drain <interval>" answers what was counted
  * since the last drain and resets it (applying a changed interval):
  *   D lost                                  events dropped: the agent's table was full
+ *   I bytes                                 bytes between allocation samples now
  *   A bytes samples thread frame...         allocation samples by stack, root first
  *   M microseconds events thread frame...   monitor contention by stack, root first
  * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code. An M
  * record whose last frame is "<class>_[approx]" is a sampled j.u.c lock wait: every
  * APERTURE_AGENT_JUC_INTERVAL_MS (or longer, to keep the sampler under 1 % of a CPU) each
  * thread parked on a Lock's synchronizer of that class is counted the time since the previous
- * look; events then counts looks. */
+ * look; events then counts looks. While the JVM allocates faster than
+ * APERTURE_AGENT_ALLOC_RATE_MAX samples a second at the configured interval, the agent has it
+ * sample every interval * 2^k bytes and scales each A record's bytes and samples by 2^k, so
+ * they still estimate what the configured interval would have counted. */
 #ifndef APERTURE_COLLECTORS_JVM_PROTOCOL_H
 #define APERTURE_COLLECTORS_JVM_PROTOCOL_H
 
@@ -39,6 +43,8 @@
 #define APERTURE_AGENT_HELLO "aperture-agent"
 /* How often the agent looks for threads parked on a j.u.c lock. */
 #define APERTURE_AGENT_JUC_INTERVAL_MS 50
+/* Allocation samples a second beyond which the agent samples less often. */
+#define APERTURE_AGENT_ALLOC_RATE_MAX 1000
 
 /* Agent_OnAttach's return codes, shown by the attach listener as "return code: N". */
 enum {

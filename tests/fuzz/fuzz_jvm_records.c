@@ -25,9 +25,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	if (data[0] & 1) {
 		struct jvm_profiles p = { profile_new("bytes"), profile_new("samples"),
 					  profile_new("microseconds") };
-		uint64_t lost = 0;
+		struct jvm_drain d = {0};
 
-		jvm_events_add(text, len - 1, &p, 1000, &lost);
+		jvm_events_add(text, len - 1, &p, 1000, &d);
 		profile_unref(p.alloc);
 		profile_unref(p.alloc_objects);
 		profile_unref(p.monitors);
