@@ -30,7 +30,7 @@
  *   M microseconds events thread frame...   monitor contention by stack, root first
  * Frames are "package.Class.method", with "_[j]" when the method had JIT-compiled code. An M
  * record whose last frame is "<class>_[approx]" is a sampled j.u.c lock wait: every
- * APERTURE_AGENT_JUC_INTERVAL_MS (or longer, to keep the sampler under 1 % of a CPU) each
+ * APERTURE_AGENT_JUC_INTERVAL_MS (or longer, to keep the sampler within 1 % of a CPU) each
  * thread parked on a Lock's synchronizer of that class is counted the time since the previous
  * look; events then counts looks. While the JVM allocates faster than
  * APERTURE_AGENT_ALLOC_RATE_MAX samples a second at the configured interval, the agent has it
