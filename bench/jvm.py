@@ -5,9 +5,12 @@
    ReentrantLock deadlock to the first non-empty threads/deadlocks, against `jstack <pid>`'s
    wall time; also a warm re-read of threads/deadlocks.
 2. the agent's overhead on a Java throughput workload with every collector on (cpu sampling,
-   threads/busy read once a second, allocation sampling, monitor contention, JIT tracking):
-   operations per 250 ms with the target disabled vs enabled, 8 phases of 5 s in ABBA order after 10 s of warm-up
-   in one JVM, medians and a bootstrap 95 % interval of the difference.
+   threads/busy read once a second, allocation sampling, monitor contention, JIT tracking,
+   the j.u.c lock-wait sampler):
+   operations per 250 ms with the target disabled vs enabled, ROUNDS (default 2) rounds of 4
+   phases of 5 s in ABBA order after 10 s of warm-up in one JVM, medians and a bootstrap 95 % interval of the difference; also the CPU the
+   agent's own threads used (aperture-agent: requests and drains; aperture-juc: the sampler)
+   as a share of one CPU, and one threads/busy read's time.
 
 Writes bench/results/jvm-<date>.{json,txt}."""
 import json
@@ -60,7 +63,22 @@ def deadlock_latency(d, classes):
             "warm_reread_ms": warm * 1e3, "jstack_ms": jstack * 1e3}
 
 
-def overhead(d, classes, phase_s=5, warmup_s=10):
+def agent_cpu_s(pid):
+    """CPU seconds of the agent's threads in pid, by thread name (schedstat)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            if comm.startswith("aperture-"):
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    out[comm] = out.get(comm, 0) + int(f.read().split()[0]) / 1e9
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def overhead(d, classes, rounds, phase_s=5, warmup_s=10):
     p = start_java(classes, "Throughput")
     counts, lock = [], threading.Lock()
 
@@ -72,26 +90,33 @@ def overhead(d, classes, phase_s=5, warmup_s=10):
     time.sleep(warmup_s)
     phases = []
     per_cpu = {False: [], True: []}
+    agent_share, busy_ms = {}, []
     # ABBA order: a JVM still warming up favours neither side.
-    for on in (False, True, True, False) * 2:
+    for on in (False, True, True, False) * rounds:
         if on:
             d.write_enable(p.pid)
             wait_until(lambda: "alloc: on" in read_text(
                 d.path("targets", str(p.pid), "jvm", "status")), 20)
-        t0, cpu0 = time.monotonic(), task_cpu_s(p.pid)
+            status = read_text(d.path("targets", str(p.pid), "jvm", "status"))
+        t0, cpu0, agent0 = time.monotonic(), task_cpu_s(p.pid), agent_cpu_s(p.pid)
         # busy threads once a second, as `watch cat threads/busy` would read them
         while time.monotonic() - t0 < phase_s:
             if on:
+                r0 = time.monotonic()
                 read_text(d.path("targets", str(p.pid), "threads", "busy"))
+                busy_ms.append((time.monotonic() - r0) * 1e3)
             time.sleep(1)
-        t1, cpu1 = time.monotonic(), task_cpu_s(p.pid)
+        t1, cpu1, agent1 = time.monotonic(), task_cpu_s(p.pid), agent_cpu_s(p.pid)
+        if on:
+            for name, s in agent1.items():
+                agent_share.setdefault(name, []).append(
+                    100 * (s - agent0.get(name, 0)) / (t1 - t0))
         if on:
             d.write_enable(p.pid, "0")
         with lock:
             phases.append((on, [c for t, c in counts if t0 + 0.5 < t <= t1]))
             # Work per CPU second of the JVM: steadier than throughput on a shared machine.
             per_cpu[on].append(sum(c for t, c in counts if t0 < t <= t1) / (cpu1 - cpu0))
-    status = read_text(d.path("targets", str(p.pid), "jvm", "status"))
     # One full dump (locks included: HotSpot walks the heap for j.u.c. owners), timed.
     d.write_enable(p.pid)
     wait_until(lambda: "state: attached" in read_text(
@@ -110,7 +135,9 @@ def overhead(d, classes, phase_s=5, warmup_s=10):
             "ops_per_250ms_off": median(off), "ops_per_250ms_on": median(on),
             "overhead_pct": 100 * (1 - median(on) / median(off)),
             "overhead_ci95_pct": [-100 * hi, -100 * lo], "intervals": [len(off), len(on)],
-            "jvm_status_while_on": status, "dump_ms": dump_ms}
+            "jvm_status_while_on": status, "dump_ms": dump_ms,
+            "agent_cpu_pct_of_one_cpu": {k: median(v) for k, v in agent_share.items()},
+            "busy_read_ms_median": median(busy_ms)}
 
 
 def main():
@@ -118,7 +145,8 @@ def main():
     javac(classes)
     d = Daemon(APERTURE)
     try:
-        res = {"deadlocks": deadlock_latency(d, classes), "overhead": overhead(d, classes)}
+        res = {"deadlocks": deadlock_latency(d, classes),
+               "overhead": overhead(d, classes, int(os.environ.get("ROUNDS", "2")))}
     finally:
         d.stop()
     stamp = time.strftime("%Y-%m-%dT%H%M%S", time.gmtime())
@@ -135,8 +163,11 @@ def main():
             f" median ops/250ms off {ov['ops_per_250ms_off']:.0f}, on {ov['ops_per_250ms_on']:.0f};"
             f" {ov['intervals'][0]}+{ov['intervals'][1]} intervals)\n"
             f"work per JVM CPU second, every JVM collector on: {ov['cpu_overhead_pct']:.1f} % less"
-            f" (medians of 4 phases each: {ov['ops_per_cpu_s_off']:.0f} vs {ov['ops_per_cpu_s_on']:.0f})\n"
-            f"one threads/dump of that JVM (locks included): {ov['dump_ms']:.0f} ms\n")
+            f" (medians of {len(ov['phases'][False])} phases each: {ov['ops_per_cpu_s_off']:.0f} vs {ov['ops_per_cpu_s_on']:.0f})\n"
+            f"one threads/dump of that JVM (locks included): {ov['dump_ms']:.0f} ms\n"
+            f"the agent's threads, median share of one CPU while on: " +
+            ", ".join(f"{k} {v:.2f} %" for k, v in sorted(ov["agent_cpu_pct_of_one_cpu"].items())) +
+            f"; one threads/busy read: {ov['busy_read_ms_median']:.1f} ms (median)\n")
     with open(out + ".txt", "w") as f:
         f.write(text)
     sys.stdout.write(text)

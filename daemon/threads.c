@@ -2,6 +2,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include "collectors/jvm/jvm.h"
 #include "collectors/offcpu.h"
 #include "collectors/threads.h"
 #include "collectors/workers.h"
@@ -28,8 +29,9 @@ static void add_user_stacks(struct aperture *a, struct thread_list *l)
 	free(buf);
 }
 
-int native_threads_busy(struct aperture *a, pid_t pid, FILE *out)
+int target_threads_busy(struct aperture *a, pid_t pid, FILE *out)
 {
+	const struct thread_info **order;
 	struct thread_list l;
 	int err = threads_read(pid, THREADS_BASIC, &l);
 
@@ -46,7 +48,12 @@ int native_threads_busy(struct aperture *a, pid_t pid, FILE *out)
 		threads_free(&l);
 		return err;
 	}
-	err = view_threads_busy(&l, out);
+	/* The same CPU figures for a JVM; the agent names the threads and gives stacks. */
+	order = view_threads_busy_order(&l);
+	err = order ? jvm_threads_busy(a->jvm, pid, &l, order, out) : -ENOMEM;
+	if (err == -ENODATA)
+		err = view_threads_busy(&l, out);
+	free(order);
 	threads_free(&l);
 	return err;
 }

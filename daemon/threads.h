@@ -21,7 +21,9 @@ enum thread_file {
 #define THREADS_BUSY_INTERVAL_MS 250
 
 /* Each returns 0 (nothing written for a process that is gone) or a negative errno. */
-int native_threads_busy(struct aperture *a, pid_t pid, FILE *out);
+/* threads/busy: CPU used in the target's window (the kernel's per-thread accounting) for
+ * every process; an attached JVM's threads named by Java, with stacks. */
+int target_threads_busy(struct aperture *a, pid_t pid, FILE *out);
 int native_threads_dump(struct aperture *a, pid_t pid, FILE *out);
 int native_threads_deadlocks(struct aperture *a, pid_t pid, bool json, FILE *out);
 /* threads/<tid>/<file>: -ENOENT if tid is not a thread of pid. */

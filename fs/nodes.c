@@ -221,10 +221,13 @@ static int render_threads(struct aperture *a, const struct node_ref *ref, FILE *
 		return native_threads_deadlocks(a, ref->pid, false, out);
 	case JVM_THREADS_DEADLOCKS_JSON:
 		return native_threads_deadlocks(a, ref->pid, true, out);
-	case JVM_THREADS_BUSY:
-		return native_threads_busy(a, ref->pid, out);
 	}
 	return -EINVAL;
+}
+
+static int render_busy(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return target_threads_busy(a, ref->pid, out);
 }
 
 static int render_thread_file(struct aperture *a, const struct node_ref *ref, FILE *out)
@@ -354,7 +357,7 @@ const struct node fs_target_nodes[] = {
 	PROFILE_VIEWS("monitors", T_JVM, TARGET_PROFILE_JVM_MONITORS),
 	PROFILE_VIEWS("offcpu", T_DIR, TARGET_PROFILE_OFFCPU),
 	SLOW_NODE("blocking.json", T_DIR, render_blocking, 0),
-	SLOW_NODE("busy", T_THREADS, render_threads, JVM_THREADS_BUSY),
+	SLOW_NODE("busy", T_THREADS, render_busy, 0),
 	SLOW_NODE("dump", T_THREADS, render_threads, JVM_THREADS_DUMP),
 	SLOW_NODE("deadlocks", T_THREADS, render_threads, JVM_THREADS_DEADLOCKS),
 	SLOW_NODE("deadlocks.json", T_THREADS, render_threads, JVM_THREADS_DEADLOCKS_JSON),

@@ -36,15 +36,24 @@ static int by_busy(const void *a, const void *b)
 	return (x->tid > y->tid) - (x->tid < y->tid);
 }
 
-int view_threads_busy(const struct thread_list *l, FILE *out)
+const struct thread_info **view_threads_busy_order(const struct thread_list *l)
 {
 	const struct thread_info **order = calloc(l->n ? l->n : 1, sizeof(*order));
 
 	if (!order)
-		return -ENOMEM;
+		return NULL;
 	for (size_t i = 0; i < l->n; i++)
 		order[i] = &l->v[i];
 	qsort(order, l->n, sizeof(*order), by_busy);
+	return order;
+}
+
+int view_threads_busy(const struct thread_list *l, FILE *out)
+{
+	const struct thread_info **order = view_threads_busy_order(l);
+
+	if (!order)
+		return -ENOMEM;
 	if (!l->from_history)
 		fprintf(out, "# threads of %d by CPU time, sampled over %" PRIu64 " ms at open "
 			"(never enabled: no history)\n", (int)l->pid, l->interval_us / 1000);

@@ -12,6 +12,8 @@ const char *view_thread_state(char state);
 /* Threads by recent_us, then total CPU time: `cpu% recent_us total_us tid name`, with '#'
  * comment lines saying the interval and the evidence. */
 int view_threads_busy(const struct thread_list *l, FILE *out);
+/* That order: l's threads, busiest first; the caller frees the array. NULL: no memory. */
+const struct thread_info **view_threads_busy_order(const struct thread_list *l);
 
 /* Every thread: name, tid, state, CPU time, system call, the mutex it waits for and its
  * holder, user and kernel stacks leaf first (jstack's order). */

@@ -89,8 +89,8 @@ void jvm_java_stacks_free(struct jvm_java_stacks *java)
 	*java = (struct jvm_java_stacks){ 0 };
 }
 
-static int add_line(char *line, const struct jvm_profiles *p, int64_t sec, uint64_t *lost,
-		    struct jvm_java_stacks *java)
+static int add_line(char *line, const struct jvm_profiles *p, int64_t sec,
+		    struct jvm_drain *d, struct jvm_java_stacks *java)
 {
 	char *names[MAX_FRAMES], *kind = strsep(&line, "\t"), *f;
 	uint64_t value, count;
@@ -109,9 +109,11 @@ static int add_line(char *line, const struct jvm_profiles *p, int64_t sec, uint6
 	if (!strcmp(kind, "D")) {
 		if (!line || parse_u64(line, &value))
 			return -EPROTO;
-		*lost += value;
+		d->lost += value;
 		return 0;
 	}
+	if (!strcmp(kind, "I"))
+		return line && !parse_u64(line, &d->alloc_interval) ? 0 : -EPROTO;
 	if ((strcmp(kind, "A") && strcmp(kind, "M")) || !(f = strsep(&line, "\t")) ||
 	    parse_u64(f, &value) || !(f = strsep(&line, "\t")) || parse_u64(f, &count) || !line)
 		return -EPROTO;
@@ -130,13 +132,13 @@ static int add_line(char *line, const struct jvm_profiles *p, int64_t sec, uint6
 }
 
 int jvm_events_add(char *text, size_t len, const struct jvm_profiles *p, int64_t sec,
-		   uint64_t *lost, struct jvm_java_stacks *java)
+		   struct jvm_drain *d, struct jvm_java_stacks *java)
 {
 	char *line, *rest = text;
 	int err = 0;
 
 	text[len] = 0;
 	while (!err && (line = strsep(&rest, "\n")) && *line)
-		err = add_line(line, p, sec, lost, java);
+		err = add_line(line, p, sec, d, java);
 	return err;
 }

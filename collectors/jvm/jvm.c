@@ -50,20 +50,18 @@ struct session {
 	char reason[256];
 	char last_error[256];
 	char vm_version[64];
-	char events[96];          /* the agent's answer to "events" */
+	char events[128];         /* the agent's answer to "events", lines joined */
 	uint64_t events_lost;
 	char java[32];            /* the agent's answer to "cpu", "" before */
 	bool java_on;             /* the cpu collector waits for its Java stacks */
 	uint64_t java_failed, java_dropped, java_stacks;
 	int java_last_error;
+	uint64_t alloc_interval;  /* the agent's last word on it; 0: not said */
 	int64_t attach_ms;
 	pthread_cond_t wake;
 
 	pthread_mutex_t io;       /* one request at a time on fd */
 	int fd;                   /* the agent's connection, -1 when none */
-	struct jvm_task_cpu *base; /* threads' CPU times at the attach, for busy */
-	size_t nbase;
-	struct timespec base_at;
 	struct jvm_profiles profiles; /* referenced */
 
 	UT_hash_handle hh;
@@ -127,7 +125,6 @@ static void session_unref_locked(struct session *s)
 	profile_unref(s->profiles.alloc);
 	profile_unref(s->profiles.alloc_objects);
 	profile_unref(s->profiles.monitors);
-	free(s->base);
 	free(s);
 }
 
@@ -301,8 +298,12 @@ static void start_events(struct session *s)
 		 (unsigned long long)atomic_load(s->c->alloc_interval));
 	if (request(s, req, &data, &len))
 		return;
+	/* One line from each part of the agent: "alloc=.. monitors=.. jit=..", "juc=..". */
+	for (char *p = data; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
 	pthread_mutex_lock(&s->c->lock);
-	snprintf(s->events, sizeof(s->events), "%.*s", (int)strcspn(data, "\n"), data);
+	snprintf(s->events, sizeof(s->events), "%s", data);
 	pthread_mutex_unlock(&s->c->lock);
 	free(data);
 }
@@ -339,9 +340,9 @@ static void stop_java(struct session *s)
 static void drain(struct session *s)
 {
 	struct jvm_java_stacks java = { 0 };
+	struct jvm_drain d = {0};
 	struct timespec now;
 	char req[64], *data;
-	uint64_t lost = 0;
 	size_t len;
 	int err;
 
@@ -350,12 +351,14 @@ static void drain(struct session *s)
 	if (request(s, req, &data, &len))
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
-	err = jvm_events_add(data, len, &s->profiles, now.tv_sec, &lost, &java);
+	err = jvm_events_add(data, len, &s->profiles, now.tv_sec, &d, &java);
 	if (s->java_on && java.n && !jvm_host_tids(s->pid, java.v, java.n))
 		cpu_collector_java_stacks(s->c->cpu, s->pid, java.v, java.n);
 	free(data);
 	pthread_mutex_lock(&s->c->lock);
-	s->events_lost += lost;
+	s->events_lost += d.lost;
+	if (d.alloc_interval)
+		s->alloc_interval = d.alloc_interval;
 	s->java_failed = java.failed;
 	s->java_dropped = java.dropped;
 	s->java_last_error = java.last_error;
@@ -371,29 +374,17 @@ static void *worker_main(void *arg)
 {
 	struct session *s = arg;
 	struct jvm_collector *c = s->c;
-	struct jvm_task_cpu *base = NULL;
-	size_t nbase = 0;
 	char why[256] = "";
 	int64_t t0 = mono_ms();
-	struct timespec at;
 	int err;
 
 	err = attach(c, s, why, sizeof(why));
-	if (!err) {
-		clock_gettime(CLOCK_MONOTONIC, &at);
-		jvm_tasks_read(s->pid, &base, &nbase);
-	}
 	pthread_mutex_lock(&c->lock);
 	s->attach_ms = mono_ms() - t0;
-	if (err) {
+	if (err)
 		session_fail_locked(s, "attach", why);
-		free(base);
-	} else {
+	else
 		s->state = S_ATTACHED;
-		s->base = base;
-		s->nbase = nbase;
-		s->base_at = at;
-	}
 	pthread_mutex_unlock(&c->lock);
 	if (!err) {
 		start_events(s);
@@ -571,13 +562,26 @@ void jvm_collector_state_line(struct jvm_collector *c, pid_t pid, FILE *out)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* The agent's "alloc=.. monitors=.. jit=.." as status lines. */
+static void print_alloc(struct jvm_collector *c, const struct session *s, FILE *out)
+{
+	uint64_t want = atomic_load(c->alloc_interval);
+
+	fprintf(out, "alloc: on, one sample per %llu bytes", (unsigned long long)want);
+	/* The agent samples less often while allocation outpaces its rate bound. */
+	if (s->alloc_interval > want)
+		fprintf(out, "; now one per %llu (at most %d samples/s), each counting as %llu",
+			(unsigned long long)s->alloc_interval, APERTURE_AGENT_ALLOC_RATE_MAX,
+			(unsigned long long)(s->alloc_interval / want));
+	fprintf(out, "\n");
+}
+
+/* The agent's "alloc=.. monitors=.. jit=.. juc=.." as status lines. */
 static void print_events(struct jvm_collector *c, const struct session *s, FILE *out)
 {
-	const char *keys[] = { "alloc", "monitors", "jit" };
+	const char *keys[] = { "alloc", "monitors", "jit", "juc" };
 	bool attached = s && s->state == S_ATTACHED;
 
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 4; i++) {
 		char want[16];
 		const char *v = NULL;
 
@@ -587,13 +591,19 @@ static void print_events(struct jvm_collector *c, const struct session *s, FILE 
 		if (!v)
 			fprintf(out, "%s: off\n", keys[i]);
 		else if (!strncmp(v, "on", 2) && i == 0)
-			fprintf(out, "alloc: on, one sample per %llu bytes\n",
-				(unsigned long long)atomic_load(c->alloc_interval));
+			print_alloc(c, s, out);
+		else if (!strncmp(v, "on", 2) && i == 3)
+			fprintf(out, "juc: on, sampled (approximate): every %d ms, threads parked on "
+				"a Lock's synchronizer add the time since the last look to "
+				"monitors, under a leaf frame CLASS_[approx]\n",
+				APERTURE_AGENT_JUC_INTERVAL_MS);
 		else if (!strncmp(v, "on", 2))
 			fprintf(out, "%s: on\n", keys[i]);
 		else if (!strncmp(v, "solo-held", 9))
 			fprintf(out, "%s: unavailable: another JVMTI agent holds the solo capability "
 				"can_generate_sampled_object_alloc_events\n", keys[i]);
+		else if (i == 3)
+			fprintf(out, "juc: unavailable: the agent could not start its sampler\n");
 		else
 			fprintf(out, "%s: unavailable: the JVM refused the capability\n", keys[i]);
 	}
@@ -739,40 +749,53 @@ static int request(struct session *s, const char *req, char **data, size_t *len)
 	return 0;
 }
 
-static double since(const struct timespec *t)
+/* The records of one request, parsed; a malformed reply sets last_error. */
+static int request_threads(struct session *s, const char *req, struct jvm_threads *t)
 {
-	struct timespec now;
+	char *data;
+	size_t len;
+	int err = request(s, req, &data, &len);
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
+	if (err)
+		return err;
+	err = jvm_threads_parse(data, len, t);
+	if (err) {
+		free(data);
+		pthread_mutex_lock(&s->c->lock);
+		snprintf(s->last_error, sizeof(s->last_error), "%s: the agent's records are "
+			 "malformed", req);
+		pthread_mutex_unlock(&s->c->lock);
+	}
+	return err;
+}
+
+/* Java threads with their native tids matched. */
+static int matched_threads(struct session *s, const char *req, struct jvm_threads *t)
+{
+	struct jvm_task_cpu *tasks = NULL;
+	size_t ntasks = 0;
+	int err = request_threads(s, req, t);
+
+	if (err)
+		return err;
+	jvm_tasks_read(s->pid, &tasks, &ntasks);
+	jvm_threads_match(t, tasks, ntasks);
+	free(tasks);
+	return 0;
 }
 
 int jvm_threads_render(struct jvm_collector *c, pid_t pid, enum jvm_threads_view view,
 		       FILE *out)
 {
 	struct session *s = get_attached(c, pid);
-	struct jvm_task_cpu *tasks = NULL;
 	struct jvm_threads t;
-	size_t len, ntasks = 0;
-	char *data;
 	int err;
 
 	if (!s)
 		return -ENODATA;
-	err = request(s, view == JVM_THREADS_DUMP ? "threads" : view == JVM_THREADS_BUSY ?
-		      "stacks" : "deadlocks", &data, &len);
+	err = matched_threads(s, view == JVM_THREADS_DUMP ? "threads" : "deadlocks", &t);
 	if (err)
 		goto out;
-	err = jvm_threads_parse(data, len, &t);
-	if (err) {
-		free(data);
-		pthread_mutex_lock(&c->lock);
-		snprintf(s->last_error, sizeof(s->last_error), "the agent's records are malformed");
-		pthread_mutex_unlock(&c->lock);
-		goto out;
-	}
-	jvm_tasks_read(pid, &tasks, &ntasks);
-	jvm_threads_match(&t, tasks, ntasks);
 	switch (view) {
 	case JVM_THREADS_DUMP:
 		err = jvm_render_dump(&t, pid, out);
@@ -783,14 +806,43 @@ int jvm_threads_render(struct jvm_collector *c, pid_t pid, enum jvm_threads_view
 	case JVM_THREADS_DEADLOCKS_JSON:
 		err = jvm_render_deadlocks_json(&t, pid, out);
 		break;
-	case JVM_THREADS_BUSY:
-		/* base is written once, by the worker, before the session is attached. */
-		err = jvm_render_busy(&t, s->base, s->nbase, tasks, ntasks, since(&s->base_at),
-				      out);
-		break;
 	}
 	jvm_threads_free(&t);
-	free(tasks);
+out:
+	session_unref(c, s);
+	return err;
+}
+
+int jvm_threads_busy(struct jvm_collector *c, pid_t pid, const struct thread_list *l,
+		     const struct thread_info *const *order, FILE *out)
+{
+	struct session *s = get_attached(c, pid);
+	struct jvm_threads all, top = {0};
+	char req[16 + JVM_BUSY_STACKS * 21] = "stacks";
+	size_t asked = 0;
+	int err;
+
+	if (!s)
+		return -ENODATA;
+	/* Names and ids of every Java thread without stopping the JVM, then the stacks of the
+	 * few threads that used the most CPU in the window. */
+	err = matched_threads(s, "list", &all);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < l->n && asked < JVM_BUSY_STACKS && order[i]->recent_us; i++)
+		for (size_t j = 0; j < all.n; j++)
+			if (all.v[j].tid == order[i]->tid) {
+				snprintf(req + strlen(req), sizeof(req) - strlen(req), " %lld",
+					 all.v[j].id);
+				asked++;
+				break;
+			}
+	if (asked)
+		err = request_threads(s, req, &top);
+	if (!err)
+		err = jvm_render_busy(&all, &top, l, order, out);
+	jvm_threads_free(&top);
+	jvm_threads_free(&all);
 out:
 	session_unref(c, s);
 	return err;

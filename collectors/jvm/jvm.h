@@ -54,12 +54,19 @@ enum jvm_threads_view {
 	JVM_THREADS_DUMP,           /* JSON snapshot of every thread */
 	JVM_THREADS_DEADLOCKS,      /* jstack's "Found one Java-level deadlock:" text */
 	JVM_THREADS_DEADLOCKS_JSON,
-	JVM_THREADS_BUSY,           /* threads ranked by CPU used since the attach */
 };
 
 /* Renders a view of pid's threads. -ENODATA when pid is not an attached JVM; -EIO (reason in
  * jvm/status) when the agent failed to answer. */
 int jvm_threads_render(struct jvm_collector *c, pid_t pid, enum jvm_threads_view view,
 		       FILE *out);
+/* threads/busy of an attached JVM: l's threads (with the CPU each used in the target's
+ * window, store/threads.h) in order (busiest first), named as Java names them, with the
+ * Java stacks of the JVM_BUSY_STACKS busiest Java threads. Errors as jvm_threads_render. */
+#define JVM_BUSY_STACKS 5
+struct thread_list;
+struct thread_info;
+int jvm_threads_busy(struct jvm_collector *c, pid_t pid, const struct thread_list *l,
+		     const struct thread_info *const *order, FILE *out);
 
 #endif

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "collectors/jvm/jvm.h"
+#include "store/threads.h"
 
 enum jvm_runtime { JVM_NONE, JVM_HOTSPOT, JVM_OTHER };
 
@@ -92,8 +94,8 @@ struct jvm_threads {
 int jvm_threads_parse(char *text, size_t len, struct jvm_threads *out);
 void jvm_threads_free(struct jvm_threads *t);
 
-/* events.c: a drain reply's records (protocol.h) added to profiles at second sec. -EPROTO
- * for a malformed line (the lines before it are kept). */
+/* events.c: a drain reply's records (protocol.h) added to profiles at second sec, and its
+ * figures added to d. -EPROTO for a malformed line (the lines before it are kept). */
 struct jvm_profiles;
 struct cpu_java_stack;
 /* The Java stacks walked for CPU samples in a drain reply (frames point into its text), and
@@ -104,9 +106,12 @@ struct jvm_java_stacks {
 	uint64_t failed, dropped;
 	int last_error; /* AsyncGetCallTrace's last failure (protocol.h) */
 };
-
+struct jvm_drain {
+	uint64_t lost;           /* events the agent dropped */
+	uint64_t alloc_interval; /* bytes between allocation samples now; 0: not said */
+};
 int jvm_events_add(char *text, size_t len, const struct jvm_profiles *p, int64_t sec,
-		   uint64_t *lost, struct jvm_java_stacks *java);
+		   struct jvm_drain *d, struct jvm_java_stacks *java);
 void jvm_java_stacks_free(struct jvm_java_stacks *java);
 /* The agent's thread ids are its pid namespace's: makes them the host's, as BPF sees them.
  * -ESRCH if pid is gone. */
@@ -128,8 +133,10 @@ void jvm_threads_match(struct jvm_threads *t, const struct jvm_task_cpu *tasks, 
 int jvm_render_dump(const struct jvm_threads *t, pid_t pid, FILE *out);
 int jvm_render_deadlocks(const struct jvm_threads *t, FILE *out);
 int jvm_render_deadlocks_json(const struct jvm_threads *t, pid_t pid, FILE *out);
-/* base: CPU times at the start of the window, now: at its end, secs its length. */
-int jvm_render_busy(const struct jvm_threads *t, const struct jvm_task_cpu *base, size_t nbase,
-		    const struct jvm_task_cpu *now, size_t nnow, double secs, FILE *out);
+/* l's threads in order (busiest first) as Java names them (all: "list" records, matched);
+ * top: the stacks of the busiest few. */
+int jvm_render_busy(const struct jvm_threads *all, const struct jvm_threads *top,
+		    const struct thread_list *l, const struct thread_info *const *order,
+		    FILE *out);
 
 #endif

@@ -357,53 +357,50 @@ int jvm_render_deadlocks_json(const struct jvm_threads *t, pid_t pid, FILE *out)
 	return print_json(root, out);
 }
 
-struct busy_row {
-	const struct jvm_task_cpu *task;
-	uint64_t used_ns;
-};
-
-static int cmp_busy(const void *a, const void *b)
+static const struct jvm_thread *by_tid(const struct jvm_threads *t, pid_t tid)
 {
-	const struct busy_row *x = a, *y = b;
-
-	if (x->used_ns != y->used_ns)
-		return x->used_ns < y->used_ns ? 1 : -1;
-	return x->task->tid - y->task->tid;
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].tid == tid)
+			return &t->v[i];
+	return NULL;
 }
 
-int jvm_render_busy(const struct jvm_threads *t, const struct jvm_task_cpu *base, size_t nbase,
-		    const struct jvm_task_cpu *now, size_t nnow, double secs, FILE *out)
+static const struct jvm_thread *by_id(const struct jvm_threads *t, long long id)
 {
-	struct busy_row *rows = calloc(nnow ? nnow : 1, sizeof(*rows));
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].id == id)
+			return &t->v[i];
+	return NULL;
+}
 
-	if (!rows)
-		return -ENOMEM;
-	for (size_t i = 0; i < nnow; i++) {
-		uint64_t before = 0;
+int jvm_render_busy(const struct jvm_threads *all, const struct jvm_threads *top,
+		    const struct thread_list *l, const struct thread_info *const *order,
+		    FILE *out)
+{
+	double secs = l->interval_us / 1e6;
 
-		/* A thread born in the window used all of its CPU time in it. */
-		for (size_t j = 0; j < nbase; j++)
-			if (base[j].tid == now[i].tid)
-				before = base[j].cpu_ns;
-		rows[i].task = &now[i];
-		rows[i].used_ns = now[i].cpu_ns > before ? now[i].cpu_ns - before : 0;
+	if (!l->from_history)
+		fprintf(out, "# threads of %d by CPU time, sampled over %.1f s at open (no history "
+			"yet)\n", (int)l->pid, secs);
+	else
+		fprintf(out, "# threads of %d by CPU time used in the window (window_s %llu%s): "
+			"the last %.1f s of history\n", (int)l->pid,
+			(unsigned long long)l->window_s,
+			l->window_s ? "" : ", since enable or reset", secs);
+	fprintf(out, "# tid \"name\" cpu_ms %%_of_one_cpu evidence, then the Java stack of the "
+		"%d busiest Java threads\n# evidence thread_cpu: the kernel's CPU time of that "
+		"thread (utime+stime, clock ticks), recorded once a second while enabled; threads "
+		"that exited in the window are left out\n", JVM_BUSY_STACKS);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct thread_info *ti = order[i];
+		const struct jvm_thread *th = by_tid(all, ti->tid);
+		const struct jvm_thread *st = th ? by_id(top, th->id) : NULL;
+
+		fprintf(out, "%d \"%s\" %.1f %.1f thread_cpu\n", (int)ti->tid,
+			th ? th->name : ti->name, ti->recent_us / 1e3,
+			l->interval_us ? 100.0 * ti->recent_us / l->interval_us : 0.0);
+		if (st)
+			print_stack(st, out);
 	}
-	qsort(rows, nnow, sizeof(*rows), cmp_busy);
-	fprintf(out, "# threads by CPU time used in the last %.1f s (since the JVM was attached)\n"
-		     "# tid name cpu_ms %%_of_one_cpu evidence, then its Java stack\n", secs);
-	for (size_t i = 0; i < nnow; i++) {
-		const struct jvm_thread *th = NULL;
-
-		for (size_t j = 0; j < t->n; j++)
-			if (t->v[j].tid == rows[i].task->tid)
-				th = &t->v[j];
-		/* exact: the kernel's per-thread CPU clock (schedstat), not sampling */
-		fprintf(out, "%d \"%s\" %.1f %.1f thread_cpu\n", (int)rows[i].task->tid,
-			th ? th->name : rows[i].task->comm, rows[i].used_ns / 1e6,
-			secs > 0 ? rows[i].used_ns / 1e7 / secs : 0.0);
-		if (th)
-			print_stack(th, out);
-	}
-	free(rows);
 	return ferror(out) ? -EIO : 0;
 }

@@ -35,7 +35,7 @@ class Jvm:
 
     def __init__(self, classes, main, *flags, prefix=()):
         self.proc = subprocess.Popen([*prefix, "java", *flags, "-cp", str(classes), main],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pid = wait_for(self._java_pid, 10, f"{main}'s JVM to start")
 
     def _java_pid(self):
@@ -57,6 +57,13 @@ class Jvm:
     def wait_ready(self):
         assert self.proc.stdout.readline().strip() == "ready"
         return self
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, line):
+        assert self.proc.stdout.readline().strip() == line
 
     def kill(self):
         if self.proc.poll() is None:
@@ -176,14 +183,68 @@ def test_dump_has_every_thread_with_its_native_tid(daemon, attached):
         "holdAndSleep"
 
 
+def jvm_busy(daemon, pid):
+    """threads/busy of a JVM: its '#' lines and rows {name, tid, cpu_ms, evidence, stack},
+    busiest first; stack: the row's Java frames as "Class.method", leaf first."""
+    header, rows = [], []
+    for line in threads_file(daemon, pid, "busy").splitlines():
+        if line.startswith("#"):
+            header.append(line)
+        elif line.startswith("\tat "):
+            rows[-1]["stack"].append(line.split()[1].split("(")[0])
+        elif line.startswith("\t"):
+            continue
+        else:
+            tid, name, cpu_ms, _, evidence = re.match(r'(\d+) "(.+)" (\S+) (\S+) (\S+)$',
+                                                      line).groups()
+            rows.append({"name": name, "tid": int(tid), "cpu_ms": float(cpu_ms),
+                         "evidence": evidence, "stack": []})
+    return header, rows
+
+
 def test_spinning_thread_tops_busy(daemon, attached):
     time.sleep(1)
-    rows = [l for l in threads_file(daemon, attached.pid, "busy").splitlines()
-            if l and not l.startswith(("#", "\t"))]
-    tid, name, cpu_ms, share, evidence = re.match(r'(\d+) "(.+)" (\S+) (\S+) (\S+)$',
-                                                  rows[0]).groups()
-    assert name == "spinner" and evidence == "thread_cpu" and float(cpu_ms) > 20
-    assert read(f"/proc/{attached.pid}/task/{tid}/comm").strip() == "spinner"
+    _, rows = jvm_busy(daemon, attached.pid)
+    assert rows[0]["name"] == "spinner" and rows[0]["evidence"] == "thread_cpu"
+    assert rows[0]["cpu_ms"] > 20 and rows[0]["stack"][0] == "Threads.spin"
+    assert read(f"/proc/{attached.pid}/task/{rows[0]['tid']}/comm").strip() == "spinner"
+    # Stacks only for the few busiest: the idle threads' are not asked for.
+    assert len([r for r in rows if r["stack"]]) <= 5
+    assert not next(r for r in rows if r["name"] == "idle-1")["stack"]
+
+
+def test_busy_ranks_java_threads_over_the_targets_window(daemon, classes):
+    """early-spin spins ~5 s, then late-spin ~2.5 s: over the last 2 s late-spin was the busy
+    one (early-spin drops out), since enable early-spin was."""
+    j = Jvm(classes, "Switch").wait_ready()
+    try:
+        enable_and_attach(daemon, j.pid)
+        time.sleep(5)
+        j.send("switch")
+        j.expect("switched")
+        time.sleep(2.5)
+        write(daemon.target(j.pid) / "window", "2")
+        header, rows = jvm_busy(daemon, j.pid)
+        assert "window_s 2)" in header[0], header
+        span = float(header[0].split("the last ")[1].split()[0])
+        # The per-second sample nearest 2 s ago; the daemon's loop may run late while it
+        # names a JVM's many new frames.
+        assert 1.4 <= span <= 3.0, header
+        by_name = {r["name"]: r for r in rows}
+        assert rows[0]["name"] == "late-spin", rows[:3]
+        assert rows[0]["evidence"] == "thread_cpu" and "Switch.spinWhile" in rows[0]["stack"]
+        # On a loaded 2-core machine, late-spin ran for at least a quarter of the span.
+        assert rows[0]["cpu_ms"] >= 0.25 * span * 1e3, rows[0]
+        assert by_name["early-spin"]["cpu_ms"] <= rows[0]["cpu_ms"] / 4, rows[:3]
+
+        write(daemon.target(j.pid) / "window", "0")
+        header, rows = jvm_busy(daemon, j.pid)
+        assert "window_s 0, since enable or reset" in header[0], header
+        by_name = {r["name"]: r for r in rows}
+        assert rows[0]["name"] == "early-spin", rows[:3]
+        assert by_name["late-spin"]["cpu_ms"] > 0, rows[:3]
+    finally:
+        j.kill()
 
 
 def test_disable_then_enable_reuses_the_agent(daemon, attached):
@@ -321,6 +382,32 @@ def test_allocation_heavy_method_tops_alloc(daemon, hot):
     assert not any("0x" in f for f in frames), "hidden classes' addresses are dropped"
 
 
+def test_allocation_sampling_rate_is_bounded_and_estimates_stay_right(daemon, hot):
+    """The allocator allocates gigabytes a second: at one sample per 512 KiB that would be
+    thousands of stack walks a second. The agent samples less often and counts each sample
+    for more, so samples times the interval still match the bytes the JVM counted."""
+    jvm_dir = daemon.target(hot.pid) / "jvm"
+    st = wait_for(lambda: (lambda s: s if "now one per" in s["alloc"] else None)(
+        jvm_status(daemon, hot.pid)), 10, "the sampling rate bound")
+    now, scale = re.search(r"now one per (\d+) \(at most 1000 samples/s\), each counting as "
+                           r"(\d+)$", st["alloc"]).groups()
+    assert int(now) == 524288 * int(scale) and int(scale) >= 2, st["alloc"]
+
+    def sampled():
+        return sum(int(l.rpartition(" ")[2]) for l in
+                   read(jvm_dir / "alloc_objects.folded").splitlines()
+                   if l.startswith("allocator;"))
+    # Both reads lag the JVM by about the same part of a drain second, which cancels out.
+    hot.send("bytes")
+    s0, b0 = sampled(), int(hot.proc.stdout.readline())
+    time.sleep(5)
+    hot.send("bytes")
+    s1, b1 = sampled(), int(hot.proc.stdout.readline())
+    # Thousands of samples: the estimate's own error is a few %; 30 % covers a drain landing
+    # between the two reads of one end and HotSpot's sampler overshooting by part of an object.
+    assert 0.7 <= (s1 - s0) * 524288 / (b1 - b0) <= 1.3, (s1 - s0, b1 - b0)
+
+
 def test_contended_block_tops_monitors(daemon, hot):
     jvm_dir = daemon.target(hot.pid) / "jvm"
     assert jvm_status(daemon, hot.pid)["monitors"] == "on"
@@ -333,6 +420,43 @@ def test_contended_block_tops_monitors(daemon, hot):
     assert threads <= {"contender-1", "contender-2", "contender-3"} and len(threads) >= 2
     # Each holds the lock ~2 ms: waiting is measured in microseconds, not events.
     assert by_leaf["Hot.contended"] > 2000
+
+
+def test_juc_lock_waits_are_sampled_and_synchronized_stays_exact(daemon, classes):
+    """Locks times its own waits for 4 s: three threads on a ReentrantLock, two on a
+    synchronized block, and a Condition and a CountDownLatch waiter that wait on no lock."""
+    j = Jvm(classes, "Locks").wait_ready()
+    try:
+        enable_and_attach(daemon, j.pid)
+        st = wait_events(daemon, j.pid)
+        assert st["juc"].startswith("on, sampled (approximate): every 50 ms"), st
+        j.send("go")
+        truth = dict(j.proc.stdout.readline().split() for _ in range(2))
+        j.expect("done")
+        time.sleep(2.5)  # two drains
+        text = read(daemon.target(j.pid) / "jvm" / "monitors.folded")
+    finally:
+        j.kill()
+    waited = {"juc": 0, "sync": 0}
+    for line in text.splitlines():
+        stack, _, us = line.rpartition(" ")
+        frames = [f.removesuffix("_[j]") for f in stack.split(";")]
+        kind = frames[0].split("-")[0]
+        assert kind in waited, line  # nothing from the Condition's or the latch's waiter
+        if kind == "juc":
+            assert frames[-1] == "java.util.concurrent.locks.ReentrantLock$NonfairSync_[approx]"
+            assert "Locks.jucWait" in frames and "java.util.concurrent.locks.LockSupport.park" \
+                in frames, line
+        else:
+            assert frames[-1] == "Locks.syncWait" and "[approx]" not in line, line
+        waited[kind] += int(us)
+    # Sampled: each wait is over- or under-counted by less than one 50 ms look, and those
+    # errors cancel out: ~120 waits of 5-120 ms put one standard deviation near
+    # 50 ms * sqrt(120 / 6) = 0.22 s, about 3 % of the ~7 s waited. 20 % leaves room for late
+    # looks on a loaded machine.
+    assert 0.8 <= waited["juc"] / int(truth["juc"]) <= 1.2, (waited, truth)
+    # Exact: the events bracket the wait, inside the program's own timing of it.
+    assert 0.85 <= waited["sync"] / int(truth["sync"]) <= 1.02, (waited, truth)
 
 
 def test_disable_stops_events_and_gives_back_the_solo_capability(daemon, hot):

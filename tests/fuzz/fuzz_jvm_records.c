@@ -26,9 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		struct jvm_profiles p = { profile_new("bytes"), profile_new("samples"),
 					  profile_new("microseconds") };
 		struct jvm_java_stacks java = { 0 };
-		uint64_t lost = 0;
+		struct jvm_drain d = {0};
 
-		jvm_events_add(text, len - 1, &p, 1000, &lost, &java);
+		jvm_events_add(text, len - 1, &p, 1000, &d, &java);
 		jvm_java_stacks_free(&java);
 		profile_unref(p.alloc);
 		profile_unref(p.alloc_objects);
@@ -47,7 +47,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	jvm_render_dump(&t, 1, out);
 	jvm_render_deadlocks(&t, out);
 	jvm_render_deadlocks_json(&t, 1, out);
-	jvm_render_busy(&t, tasks, 1, tasks, 2, 1.0, out);
+	struct thread_info ti[2] = { { .tid = 1, .name = "spinner", .recent_us = 9 },
+				     { .tid = 2, .name = "java", .recent_us = 3 } };
+	const struct thread_info *order[2] = { &ti[0], &ti[1] };
+	struct thread_list l = { .pid = 1, .v = ti, .n = 2, .interval_us = 10,
+				 .from_history = true };
+
+	/* The same records stand for both the thread list and the busiest threads' stacks. */
+	jvm_render_busy(&t, &t, &l, order, out);
 	fclose(out);
 	jvm_threads_free(&t);
 	return 0;

@@ -305,12 +305,42 @@ static int thread_records(JNIEnv *env, const struct jni_ids *ids, struct buf *b,
 	return 0;
 }
 
-enum threads_kind { ALL_THREADS, ALL_STACKS, DEADLOCKED };
+enum threads_kind { ALL_THREADS, SOME_STACKS, DEADLOCKED };
 
-/* Records of every live thread (with or without the locks each holds), or of the threads in
- * deadlock cycles. */
+#define SOME_MAX 16
+
+/* The ids in "stacks <id> <id>...", as a Java long[]; NULL if malformed. */
+static jlongArray parse_ids(JNIEnv *env, const char *text)
+{
+	jlong v[SOME_MAX];
+	jsize n = 0;
+	jlongArray a;
+
+	for (;;) {
+		long long id;
+		int used;
+
+		while (*text == ' ')
+			text++;
+		if (!*text)
+			break;
+		if (n == SOME_MAX || sscanf(text, "%lld%n", &id, &used) != 1 || id <= 0)
+			return NULL;
+		v[n++] = id;
+		text += used;
+	}
+	a = n ? (*env)->NewLongArray(env, n) : NULL;
+	if (!a || failed(env))
+		return NULL;
+	(*env)->SetLongArrayRegion(env, a, 0, n, v);
+	return failed(env) ? NULL : a;
+}
+
+/* Records of every live thread with the locks each holds, of a few threads' stacks (which
+ * stops the JVM only as long as it takes to walk those), or of the threads in deadlock
+ * cycles. */
 static int threads_request(JNIEnv *env, const struct jni_ids *ids, enum threads_kind kind,
-			   struct buf *b)
+			   const char *some, struct buf *b)
 {
 	jobjectArray infos;
 	jsize n;
@@ -320,7 +350,16 @@ static int threads_request(JNIEnv *env, const struct jni_ids *ids, enum threads_
 		failed(env);
 		return -1;
 	}
-	if (kind == DEADLOCKED) {
+	if (kind == SOME_STACKS) {
+		jlongArray tids = parse_ids(env, some);
+
+		if (!tids) {
+			err = -1;
+			goto out;
+		}
+		infos = (*env)->CallObjectMethod(env, ids->tmx, ids->get_infos, tids, JNI_FALSE,
+						 JNI_FALSE);
+	} else if (kind == DEADLOCKED) {
 		jlongArray tids = (*env)->CallObjectMethod(env, ids->tmx, ids->find_deadlocked);
 
 		if (failed(env)) {
@@ -332,11 +371,8 @@ static int threads_request(JNIEnv *env, const struct jni_ids *ids, enum threads_
 		infos = (*env)->CallObjectMethod(env, ids->tmx, ids->get_infos, tids, JNI_TRUE,
 						 JNI_TRUE);
 	} else {
-		/* The held synchronizers cost a walk of the heap at a safepoint: only the dump
-		 * asks for them. */
-		jboolean locks = kind == ALL_THREADS;
-
-		infos = (*env)->CallObjectMethod(env, ids->tmx, ids->dump_all, locks, locks);
+		/* The held synchronizers cost a walk of the heap at a safepoint. */
+		infos = (*env)->CallObjectMethod(env, ids->tmx, ids->dump_all, JNI_TRUE, JNI_TRUE);
 	}
 	if (failed(env) || !infos) {
 		err = -1;
@@ -453,18 +489,25 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 
 		if (!ready) {
 			err = reply_text(fd, 1, "java.management is not available in this JVM");
-		} else if (!strcmp(line, "threads") || !strcmp(line, "stacks") ||
+		} else if (!strcmp(line, "threads") || !strncmp(line, "stacks ", 7) ||
 			   !strcmp(line, "deadlocks")) {
 			err = threads_request(env, &ids, line[0] == 't' ? ALL_THREADS :
-					      line[0] == 's' ? ALL_STACKS : DEADLOCKED, &b);
+					      line[0] == 's' ? SOME_STACKS : DEADLOCKED, line + 6,
+					      &b);
 			if (b.overflow)
 				err = reply_text(fd, 1, "reply too large");
 			else if (err)
 				err = reply_text(fd, 1, "a JNI call failed");
 			else
 				err = reply(fd, 0, b.data ? b.data : "", b.len);
+		} else if (!strcmp(line, "list") && jvmti) {
+			err = threads_list(jvmti, env, &b);
+			err = b.overflow ? reply_text(fd, 1, "reply too large") :
+			      err ? reply_text(fd, 1, "the JVM's thread list is not available") :
+				    reply(fd, 0, b.data ? b.data : "", b.len);
 		} else if (sscanf(line, "events %ld", &interval) == 1 && jvmti && interval > 0) {
 			events_start(jvmti, interval, &b);
+			parked_start(agent_vm, jvmti, &b);
 			events = true;
 			err = reply(fd, 0, b.data, b.len);
 		} else if (sscanf(line, "cpu %d", &signo) == 1 && events && signo > 0 &&
@@ -491,8 +534,10 @@ static void serve(JNIEnv *env, jvmtiEnv *jvmti, int fd)
 out:
 	if (cpu)
 		cpu_stop(jvmti);
-	if (events)
+	if (events) {
+		parked_stop(env);
 		events_stop(jvmti);
+	}
 	if (ids.tmx)
 		(*env)->DeleteGlobalRef(env, ids.tmx);
 }
@@ -505,6 +550,8 @@ static void *session_main(void *arg)
 	JNIEnv *env;
 	int fd;
 
+	/* Its own name in /proc, not the attach listener's it would inherit. */
+	pthread_setname_np(pthread_self(), "aperture-agent");
 	if ((*agent_vm)->AttachCurrentThreadAsDaemon(agent_vm, (void **)&env, &aa) != JNI_OK)
 		goto out;
 	if ((*agent_vm)->GetEnv(agent_vm, (void **)&jvmti, JVMTI_VERSION_11) != JNI_OK)

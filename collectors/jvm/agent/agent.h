@@ -5,8 +5,10 @@
 #include <jvmti.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define REPLY_MAX (16u << 20)
+#define MAX_DEPTH 64   /* frames kept of a stack, from the leaf */
 
 /* A reply being built; past REPLY_MAX or out of memory it only sets overflow. */
 struct buf {
@@ -38,5 +40,20 @@ void cpu_stop(jvmtiEnv *jvmti);
 void cpu_drain(jvmtiEnv *jvmti, JNIEnv *env, struct buf *b);
 void JNICALL cpu_on_class_prepare(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jclass cls);
 void JNICALL cpu_on_class_load(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jclass cls);
+
+/* Counts us of waiting for a lock to thread's stack (frames leaf first), as the monitor
+ * events do, with leaf as a last frame: a string that stays as it is until events_stop. */
+void events_count_wait(const char *thread, const jvmtiFrameInfo *frames, jint depth,
+		       const char *leaf, uint64_t us);
+
+/* parked.c: j.u.c lock waits, sampled by a thread of its own (see there) and counted with
+ * the monitor events. start (after events_start) says "juc=on|error" in b; stop (before
+ * events_stop) ends the thread. */
+void parked_start(JavaVM *vm, jvmtiEnv *jvmti, struct buf *b);
+void parked_stop(JNIEnv *env);
+
+/* list.c: every live Java thread as "T" records (protocol.h) from JVMTI alone, without a
+ * safepoint: no stack, lock or owner. -1 when the thread list can't be had. */
+int threads_list(jvmtiEnv *jvmti, JNIEnv *env, struct buf *b);
 
 #endif

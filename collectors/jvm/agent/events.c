@@ -1,20 +1,28 @@
 /* Allocation samples (SampledObjectAlloc) and monitor contention (MonitorContendedEnter and
- * Entered), counted by thread and Java stack in a fixed table the daemon drains once a second.
+ * Entered), counted by thread and Java stack in a fixed table the daemon drains once a second;
+ * parked.c counts its sampled j.u.c lock waits in the same table.
  *
  * Callbacks run on the application's threads: they take one short lock, never allocate, and
  * when the table is full they count a drop instead of growing it. Method names are resolved
  * at drain time on the agent's own thread. A frame is marked JIT when its method had compiled
- * code at the time of the event (CompiledMethodLoad/Unload keep that set). */
+ * code at the time of the event (CompiledMethodLoad/Unload keep that set).
+ *
+ * An allocation sample costs its thread a stack walk, and a JVM allocating gigabytes a second
+ * takes thousands at the configured interval: past ALLOC_RATE_MAX samples in a second the JVM
+ * is told to sample half as often, each sample then counting for two (bytes and samples), and
+ * back when the rate falls, so alloc.folded estimates the same totals at a bounded cost. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "collectors/jvm/agent/agent.h"
+#include "collectors/jvm/protocol.h"
 
 #define SLOTS 4096         /* stacks per drain interval; half full counts as full */
-#define MAX_DEPTH 64
 #define COMPILED_SLOTS 65536
+#define ALLOC_RATE_MAX APERTURE_AGENT_ALLOC_RATE_MAX
+#define ALLOC_SCALE_MAX 1024
 
 enum kind { K_ALLOC = 1, K_MONITOR };
 
@@ -25,6 +33,7 @@ struct slot {
 	char thread[32];
 	uint64_t jit;              /* bit i: frames[i] was compiled */
 	jmethodID frames[MAX_DEPTH]; /* leaf first */
+	const char *leaf;          /* a last frame after them, or NULL (events_count_wait) */
 	uint64_t value, count;     /* bytes or microseconds; samples or events */
 };
 
@@ -39,7 +48,9 @@ static size_t used;
 static uint64_t dropped;
 static struct compiled *compiled;
 static bool alloc_on, monitors_on, jit_on;
-static long cur_interval;
+static long cur_interval;     /* the configured one */
+static unsigned alloc_scale = 1; /* the JVM samples every cur_interval * alloc_scale bytes */
+static uint64_t alloc_events; /* allocation samples since the last drain */
 
 static __thread char tls_name[32];
 static __thread bool tls_named;
@@ -117,21 +128,29 @@ static void thread_name(jvmtiEnv *jvmti, jthread thread)
 	}
 }
 
-/* Counts one event of the current thread's stack. */
-static void record(jvmtiEnv *jvmti, jthread thread, enum kind kind, uint64_t value)
+static bool same_frames(const struct slot *s, const jvmtiFrameInfo *frames)
 {
-	jvmtiFrameInfo frames[MAX_DEPTH];
-	jint depth = 0;
+	for (int f = 0; f < s->depth; f++)
+		if (s->frames[f] != frames[f].method)
+			return false;
+	return true;
+}
+
+/* Adds value and n (events, or the samples one stands for) to a stack. */
+static void count(enum kind kind, const char *thread, const jvmtiFrameInfo *frames,
+		  jint depth, const char *leaf, uint64_t value, uint64_t n)
+{
 	uint64_t h = kind, jit = 0;
 	size_t i;
 
-	thread_name(jvmti, thread);
-	if ((*jvmti)->GetStackTrace(jvmti, NULL, 0, MAX_DEPTH, frames, &depth) != JVMTI_ERROR_NONE ||
-	    depth <= 0)
-		return;
-	for (const char *p = tls_name; *p; p++)
+	for (const char *p = thread; *p; p++)
 		h = mix(h, (unsigned char)*p);
+	h = mix(h, (uintptr_t)leaf);
 	pthread_mutex_lock(&events_lock);
+	if (!slots)
+		goto out;
+	if (kind == K_ALLOC)
+		alloc_events++;
 	for (jint f = 0; f < depth; f++) {
 		struct compiled *c = jit_on ? compiled_find_locked(frames[f].method, false) : NULL;
 
@@ -149,26 +168,49 @@ static void record(jvmtiEnv *jvmti, jthread thread, enum kind kind, uint64_t val
 				goto out;
 			}
 			used++;
-			*s = (struct slot){ .hash = h, .kind = kind, .depth = depth, .jit = jit };
-			memcpy(s->thread, tls_name, sizeof(s->thread));
+			*s = (struct slot){ .hash = h, .kind = kind, .depth = depth, .jit = jit,
+					    .leaf = leaf };
+			snprintf(s->thread, sizeof(s->thread), "%s", thread);
 			for (jint f = 0; f < depth; f++)
 				s->frames[f] = frames[f].method;
 			break;
 		}
 		if (s->hash == h && s->kind == kind && s->depth == depth && s->jit == jit &&
-		    !strcmp(s->thread, tls_name))
+		    s->leaf == leaf && !strncmp(s->thread, thread, sizeof(s->thread) - 1) &&
+		    same_frames(s, frames))
 			break;
 	}
 	slots[i].value += value;
-	slots[i].count++;
+	slots[i].count += n;
 out:
 	pthread_mutex_unlock(&events_lock);
+}
+
+/* Counts an event of the current thread's stack. */
+static void record(jvmtiEnv *jvmti, jthread thread, enum kind kind, uint64_t value, uint64_t n)
+{
+	jvmtiFrameInfo frames[MAX_DEPTH];
+	jint depth = 0;
+
+	thread_name(jvmti, thread);
+	if ((*jvmti)->GetStackTrace(jvmti, NULL, 0, MAX_DEPTH, frames, &depth) != JVMTI_ERROR_NONE ||
+	    depth <= 0)
+		return;
+	count(kind, tls_name, frames, depth, NULL, value, n);
+}
+
+void events_count_wait(const char *thread, const jvmtiFrameInfo *frames, jint depth,
+		       const char *leaf, uint64_t us)
+{
+	count(K_MONITOR, thread, frames, depth, leaf, us, 1);
 }
 
 static void JNICALL on_alloc(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jobject object,
 			     jclass klass, jlong size)
 {
-	record(jvmti, thread, K_ALLOC, size);
+	unsigned scale = __atomic_load_n(&alloc_scale, __ATOMIC_RELAXED);
+
+	record(jvmti, thread, K_ALLOC, (uint64_t)size * scale, scale);
 }
 
 static void JNICALL on_contended_enter(jvmtiEnv *jvmti, JNIEnv *env, jthread thread,
@@ -188,7 +230,7 @@ static void JNICALL on_contended_entered(jvmtiEnv *jvmti, JNIEnv *env, jthread t
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	us = (now.tv_sec - tls_enter.tv_sec) * 1000000 + (now.tv_nsec - tls_enter.tv_nsec) / 1000;
 	tls_enter.tv_sec = 0;
-	record(jvmti, thread, K_MONITOR, us > 0 ? us : 0);
+	record(jvmti, thread, K_MONITOR, us > 0 ? us : 0, 1);
 }
 
 static bool take(jvmtiEnv *jvmti, jvmtiCapabilities *caps, jvmtiError *err)
@@ -238,6 +280,8 @@ void events_start(jvmtiEnv *jvmti, long interval, struct buf *b)
 	monitors_on = take(jvmti, &mon, &err) &&
 		      enable(jvmti, JVMTI_EVENT_MONITOR_CONTENDED_ENTER) &&
 		      enable(jvmti, JVMTI_EVENT_MONITOR_CONTENDED_ENTERED);
+	__atomic_store_n(&alloc_scale, 1, __ATOMIC_RELAXED);
+	alloc_events = 0;
 	/* A solo capability: one environment in the JVM may hold it. */
 	alloc_on = take(jvmti, &alloc, &err) &&
 		   (*jvmti)->SetHeapSamplingInterval(jvmti, interval) == JVMTI_ERROR_NONE &&
@@ -316,6 +360,8 @@ void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b)
 	struct slot *copy = malloc(SLOTS * sizeof(*copy));
 	size_t n = 0;
 	uint64_t lost;
+	unsigned scale;
+	long long now;
 
 	if (!copy) {
 		b->overflow = true;
@@ -330,11 +376,26 @@ void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b)
 	used = 0;
 	lost = dropped;
 	dropped = 0;
-	if (alloc_on && interval != cur_interval &&
-	    (*jvmti)->SetHeapSamplingInterval(jvmti, interval) == JVMTI_ERROR_NONE)
+	/* Drains come once a second: alloc_events is the rate. */
+	scale = alloc_scale;
+	while (alloc_events * alloc_scale / scale > ALLOC_RATE_MAX && scale < ALLOC_SCALE_MAX &&
+	       (long long)interval * scale * 2 <= INT32_MAX)
+		scale *= 2;
+	if (scale == alloc_scale && scale > 1 && alloc_events < ALLOC_RATE_MAX / 4)
+		scale /= 2;
+	while ((long long)interval * scale > INT32_MAX)
+		scale /= 2;
+	alloc_events = 0;
+	if (alloc_on && (interval != cur_interval || scale != alloc_scale) &&
+	    (*jvmti)->SetHeapSamplingInterval(jvmti, interval * scale) == JVMTI_ERROR_NONE) {
 		cur_interval = interval;
+		__atomic_store_n(&alloc_scale, scale, __ATOMIC_RELAXED);
+	}
+	now = alloc_on ? (long long)cur_interval * alloc_scale : 0;
 	pthread_mutex_unlock(&events_lock);
 	buf_printf(b, "D\t%llu\n", (unsigned long long)lost);
+	if (now)
+		buf_printf(b, "I\t%lld\n", now);
 	for (size_t i = 0; i < n; i++) {
 		const struct slot *s = &copy[i];
 
@@ -343,6 +404,8 @@ void events_drain(jvmtiEnv *jvmti, JNIEnv *env, long interval, struct buf *b)
 		buf_field(b, s->thread);
 		for (int f = s->depth - 1; f >= 0; f--)
 			java_frame_name(jvmti, env, s->frames[f], s->jit >> f & 1, b);
+		if (s->leaf)
+			buf_field(b, s->leaf);
 		buf_add(b, "\n", 1);
 	}
 	free(copy);

@@ -1,6 +1,11 @@
 // Known allocation and contention: "allocator" spends its time in allocateBig (64 KiB arrays)
 // and a little in allocateSmall; three "contender-N" threads fight over one monitor in
-// contended(), each holding it ~2 ms. Prints "ready" once all run.
+// contended(), each holding it ~2 ms. Prints "ready" once all run; then for each line
+// "bytes" on stdin, the bytes the allocator thread has allocated so far (the JVM's count).
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
+
 public class Hot {
     static final Object lock = new Object();
     static volatile Object sink;
@@ -53,6 +58,13 @@ public class Hot {
         }
         System.out.println("ready");
         System.out.flush();
+        var tmx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        var in = new BufferedReader(new InputStreamReader(System.in));
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.equals("bytes"))
+                System.out.println(tmx.getThreadAllocatedBytes(a.getId()));
+            System.out.flush();
+        }
         Thread.sleep(3600_000);
     }
 }
