@@ -121,6 +121,13 @@ def mounted(mnt):
     return False
 
 
+def default_interrupts():
+    """A shell without job control starts `tests/run &` with SIGINT ignored, and the daemon
+    inherits that: libfuse, like most daemons, leaves an ignored SIGINT ignored. The tests
+    that stop it with SIGINT need the signal's default disposition back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def threads_of(pid):
     """Where each thread of pid is: name, state and kernel wait channel, and user stacks when
     gdb is at hand. For a test failure's message."""
@@ -154,7 +161,8 @@ class Daemon:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [APERTURE, "mount", "--foreground", "--allow-other", str(self.mnt)],
-                stdout=log, stderr=subprocess.STDOUT, env=self.env)
+                stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                preexec_fn=default_interrupts)
         Daemon.live.add(self)
         try:
             wait_for(self._ready, 10, f"aperture to mount {self.mnt}")

@@ -234,7 +234,9 @@ def test_thread_directories_and_busy(daemon, workloads):
     names = {read(threads / str(t) / "name").strip() for t in tids}
     assert names == {"waits", "spinner", "idler"}
     idler = w.tid_named("idler")
-    assert read(threads / str(idler) / "state") == "S (sleeping)\n"
+    # Just started, the idler may still be on its way to its sleep.
+    wait_for(lambda: read(threads / str(idler) / "state") == "S (sleeping)\n", 5,
+             "the idler to sleep")
     assert sorted(os.listdir(threads / str(idler))) == ["cpu_us", "name", "state"]
     # Inode numbers are distinct and stable per (pid, tid, file).
     inos = {os.stat(threads / str(t) / "name").st_ino for t in tids}
