@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 #include <elfutils/libdwfl.h>
@@ -28,10 +32,63 @@ struct walk {
 	bool full;
 };
 
+/* The file mapped at low in pid, opened through map_files: -1 if none starts there. */
+static int open_mapped(pid_t pid, Dwarf_Addr low)
+{
+	char path[320];
+	struct dirent *d;
+	DIR *dir;
+	int fd = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while (fd < 0 && (d = readdir(dir))) {
+		if (strtoull(d->d_name, NULL, 16) != low || !strchr(d->d_name, '-'))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%s", (int)pid, d->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	closedir(dir);
+	return fd;
+}
+
+/* A module's file as the process maps it. The path in its maps means something else, or
+ * nothing, here when the process has a mount namespace of its own (a container): map_files
+ * opens the very file mapped, whatever its path. Others as libdwfl finds them. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+		    char **file_name, Elf **elfp)
+{
+	struct unwinder *u = *userdata;
+	Dwarf_Addr low;
+	int fd;
+
+	if (u && name[0] == '/' &&
+	    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL) &&
+	    (fd = open_mapped(u->pid, low)) >= 0) {
+		*elfp = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		*file_name = *elfp ? strdup(name) : NULL;
+		if (*elfp && *file_name)
+			return fd;
+		elf_end(*elfp);
+		*elfp = NULL;
+		close(fd);
+	}
+	return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
-	.find_elf = dwfl_linux_proc_find_elf,
+	.find_elf = find_elf,
 	.find_debuginfo = debug_file_find,
 };
+
+static int own_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+		      void *arg)
+{
+	*userdata = arg;
+	return DWARF_CB_OK;
+}
 
 static int64_t mono_now(void)
 {
@@ -93,6 +150,8 @@ static int report(struct unwinder *u)
 	err = dwfl_linux_proc_report(u->dwfl, u->pid);
 	if (dwfl_report_end(u->dwfl, NULL, NULL) && !err)
 		err = -EINVAL;
+	/* find_elf learns the pid from each module. */
+	dwfl_getmodules(u->dwfl, own_module, u, 0);
 	u->reported_at = mono_now();
 	/* dwfl_linux_proc_report: -1 if a module could not be reported, else an errno. */
 	if (err == -1)

@@ -224,3 +224,20 @@ def test_minidebuginfo_names_a_stripped_binary(daemon, workloads, tmp_path):
     assert mostly_named(status), status["frames_named"]
     # No DWARF in MiniDebugInfo: no inlined frames, the functions themselves are named.
     assert share(stacks, lambda f: nofp_path(f) in (INNER[:-1], LEAF[:-1])) > 0.9
+
+
+def test_process_in_its_own_mount_namespace_unwinds(daemon, workloads, tmp_path):
+    """A container's view: its executable sits on a tmpfs mounted only in its own mount
+    namespace, so the path in its maps names nothing here. The unwinder reads the file
+    through /proc/PID/map_files, as the names are read."""
+    binary, hidden = tmp_path / "nofp-ns", tmp_path / "hidden"
+    fresh_nofp(binary)
+    hidden.mkdir()
+    script = (f"mount -t tmpfs none {hidden} && cp {binary} {hidden}/nofp-ns && "
+              f"exec {hidden}/nofp-ns 60")
+    stacks, _ = profile(daemon, workloads, "/usr/bin/unshare", "--mount", "--propagation",
+                        "private", "/bin/sh", "-c", script, samples=500)
+    assert not (hidden / "nofp-ns").exists()  # really not there from here
+    ours = {f: n for f, n in stacks.items() if f[0] == "nofp-ns"}
+    assert sum(ours.values()) > 300
+    assert share(ours, lambda f: nofp_path(f) in (INNER, LEAF)) > 0.95
