@@ -50,9 +50,10 @@ def test_hot_java_method_is_named_under_its_caller(daemon, cpu_tree):
     heavy = sum(n for f, n in tree.items() if on_path(f, HEAVY))
     light = sum(n for f, n in tree.items() if on_path(f, LIGHT))
     assert total >= 200, stacks
-    # Every sample of the thread, the last second's before the disable included, has its
-    # Java frames, rooted at Thread.run.
-    assert (heavy + light) / total > 0.95, sorted(tree.items(), key=lambda kv: -kv[1])[:5]
+    # Nearly every sample of the thread, the last second's before the disable included, has
+    # its Java frames, rooted at Thread.run (98-99 % here; a walk the JVM refuses, as in a
+    # GC, leaves one as unwound). Without the agent's walks: none.
+    assert (heavy + light) / total > 0.9, sorted(tree.items(), key=lambda kv: -kv[1])[:5]
     assert heavy / (heavy + light) == pytest.approx(0.75, abs=0.06)
     # The hot methods are JIT-compiled and say so.
     assert any(f[-1] == "CpuTree.spin_[j]" for f in tree)
@@ -84,4 +85,4 @@ def test_jvm_in_its_own_pid_namespace_gets_java_frames(daemon, classes):  # noqa
         j.kill()
     tree = {f: n for f, n in stacks.items() if f[0] == "cpu-tree"}
     named = sum(n for f, n in tree.items() if on_path(f, HEAVY) or on_path(f, LIGHT))
-    assert named / sum(tree.values()) > 0.95
+    assert named / sum(tree.values()) > 0.9
