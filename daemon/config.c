@@ -37,6 +37,8 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_WORKERS] = { "workers", .unit = "a thread-name prefix", .string = true },
 	/* Waiting stacks listed per lock in locks.json; locks.folded has them all. */
 	[CONFIG_LOCK_STACKS] = { "lock_stacks", 1, 100, 5, "stacks" },
+	/* For a JVM where no code may be loaded: native profiling only, nothing attached. */
+	[CONFIG_JVM_ATTACH] = { "jvm_attach", 0, 1, 1, "(0 native profiling only, 1 attach)" },
 };
 
 void config_init(struct aperture *a)

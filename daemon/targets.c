@@ -370,8 +370,9 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 			.alloc_objects = t->profiles[TARGET_PROFILE_JVM_ALLOC_OBJECTS],
 			.monitors = t->profiles[TARGET_PROFILE_JVM_MONITORS],
 		};
-		if (t->jvm && jvm_collector_enable(a->jvm, t->pid, t->id.start_time, t->id.euid,
-						   t->id.rgid, &jp))
+		if (t->jvm && config_get(a, CONFIG_JVM_ATTACH) &&
+		    jvm_collector_enable(a->jvm, t->pid, t->id.start_time, t->id.euid,
+					 t->id.rgid, &jp))
 			target_error(t, "enable: could not start attaching to the JVM");
 	}
 	t->expires = duration ? now + (int64_t)duration : 0;

@@ -197,7 +197,9 @@ static bool is_jvm(struct aperture *a, pid_t pid)
 
 static int render_jvm_status(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
-	return jvm_collector_status(a->jvm, ref->pid, out);
+	return jvm_collector_status(a->jvm, ref->pid,
+				    config_get(a, CONFIG_JVM_ATTACH) ? NULL :
+				    "config/jvm_attach is 0: native profiling only", out);
 }
 
 static int render_blocking(struct aperture *a, const struct node_ref *ref, FILE *out)
@@ -267,7 +269,7 @@ static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *ou
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
        N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
-       N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS };
+       N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS, N_JVM_ATTACH };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -305,6 +307,9 @@ const struct node fs_nodes[] = {
 	[N_LOCK_STACKS] = { .name = "lock_stacks", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			    .render = render_config, .write = write_config,
 			    .arg = CONFIG_LOCK_STACKS },
+	[N_JVM_ATTACH] = { .name = "jvm_attach", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			   .render = render_config, .write = write_config,
+			   .arg = CONFIG_JVM_ATTACH },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 const int fs_node_targets = N_TARGETS;

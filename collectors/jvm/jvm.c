@@ -624,14 +624,16 @@ static void print_events(struct jvm_collector *c, const struct session *s, FILE 
 			c->cpu ? "the agent or the kernel refused" : "no cpu collector");
 }
 
-int jvm_collector_status(struct jvm_collector *c, pid_t pid, FILE *out)
+int jvm_collector_status(struct jvm_collector *c, pid_t pid, const char *off_reason,
+			 FILE *out)
 {
 	struct session *s;
 
 	pthread_mutex_lock(&c->lock);
 	s = find_locked(c, pid);
 	fprintf(out, "state: %s\n", s ? state_names[s->state] : "off");
-	fprintf(out, "reason: %s\n", s && s->reason[0] ? s->reason : "none");
+	fprintf(out, "reason: %s\n", s && s->reason[0] ? s->reason :
+		!s && off_reason ? off_reason : "none");
 	fprintf(out, "agent_protocol: %d\n", APERTURE_AGENT_PROTOCOL);
 	fprintf(out, "agent_file: /tmp/%s\n", c->agent_name);
 	if (s && s->vm_version[0])

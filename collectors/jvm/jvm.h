@@ -48,7 +48,8 @@ void jvm_collector_forget(struct jvm_collector *c, pid_t pid);
 /* One line for the target's status ("attached", "failed: ...", "off"). */
 void jvm_collector_state_line(struct jvm_collector *c, pid_t pid, FILE *out);
 /* jvm/status: `key: value` lines. */
-int jvm_collector_status(struct jvm_collector *c, pid_t pid, FILE *out);
+int jvm_collector_status(struct jvm_collector *c, pid_t pid, const char *off_reason,
+			 FILE *out);
 
 enum jvm_threads_view {
 	JVM_THREADS_DUMP,           /* JSON snapshot of every thread */

@@ -474,6 +474,31 @@ def test_disable_stops_events_and_gives_back_the_solo_capability(daemon, hot):
     wait_for(lambda: read(jvm_dir / "alloc.folded") != before, 10, "new allocation samples")
 
 
+def test_jvm_attach_0_profiles_a_jvm_natively_and_loads_nothing_into_it(daemon, classes):
+    """For a JVM where no code may be loaded: no attach (no SIGQUIT, no agent in its maps),
+    native profiling as for any process, and jvm/status says why."""
+    path = daemon.mnt / "config" / "jvm_attach"
+    assert read(path) == "1\n"
+    assert write_errno(path, "2") == errno.ERANGE
+    assert "jvm_attach" in daemon.status()["last_error"]
+    j = Jvm(classes, "Threads").wait_ready()
+    try:
+        write(path, "0")
+        write(daemon.target(j.pid) / "enable", "1")
+        daemon.wait_samples(j.pid, 20)
+        st = jvm_status(daemon, j.pid)
+        assert st["state"] == "off" and "config/jvm_attach is 0" in st["reason"], st
+        assert "aperture-jvm-agent" not in read(f"/proc/{j.pid}/maps")
+        assert not os.path.exists(f"/proc/{j.pid}/root/tmp/.java_pid{j.pid}")
+        write(daemon.target(j.pid) / "enable", "0")
+        write(path, "1")
+        enable_and_attach(daemon, j.pid)
+        assert "aperture-jvm-agent" in read(f"/proc/{j.pid}/maps")
+    finally:
+        write(path, "1")
+        j.kill()
+
+
 def test_alloc_interval_is_a_validated_setting(daemon):
     path = daemon.mnt / "config" / "jvm_alloc_interval_bytes"
     assert read(path) == "524288\n"
