@@ -51,7 +51,7 @@
 #define APERTURE_AGENT_PROTOCOL 3
 #define APERTURE_AGENT_HELLO "aperture-agent"
 /* How often the agent looks for threads parked on a j.u.c lock. */
-#define APERTURE_AGENT_JUC_INTERVAL_MS 50
+#define APERTURE_AGENT_JUC_INTERVAL_MS 100
 /* Allocation samples a second beyond which the agent samples less often. */
 #define APERTURE_AGENT_ALLOC_RATE_MAX 1000
 

@@ -280,11 +280,15 @@ void events_start(jvmtiEnv *jvmti, long interval, struct buf *b)
 	monitors_on = take(jvmti, &mon, &err) &&
 		      enable(jvmti, JVMTI_EVENT_MONITOR_CONTENDED_ENTER) &&
 		      enable(jvmti, JVMTI_EVENT_MONITOR_CONTENDED_ENTERED);
-	__atomic_store_n(&alloc_scale, 1, __ATOMIC_RELAXED);
+	/* The last session's rate bound, for the same interval, most likely fits again: starting
+	 * from it spares the first second thousands of samples. */
+	if (interval != cur_interval)
+		__atomic_store_n(&alloc_scale, 1, __ATOMIC_RELAXED);
 	alloc_events = 0;
 	/* A solo capability: one environment in the JVM may hold it. */
 	alloc_on = take(jvmti, &alloc, &err) &&
-		   (*jvmti)->SetHeapSamplingInterval(jvmti, interval) == JVMTI_ERROR_NONE &&
+		   (*jvmti)->SetHeapSamplingInterval(jvmti, interval * alloc_scale) ==
+			   JVMTI_ERROR_NONE &&
 		   enable(jvmti, JVMTI_EVENT_SAMPLED_OBJECT_ALLOC);
 	cur_interval = interval;
 	buf_printf(b, "alloc=%s monitors=%s jit=%s\n",
