@@ -1,12 +1,12 @@
-// A Java throughput workload for the JVM agent's overhead: two threads doing a mix of small
-// allocations, HashMap work and a briefly contended monitor. Prints the operations completed
-// in each 250 ms, one number a line, until killed.
+// A Java throughput workload for the JVM agent's overhead: worker threads (the argument,
+// default 2) doing a mix of small allocations, HashMap work and a briefly held shared monitor.
+// Prints the operations completed in each 250 ms, one number a line, until killed.
 import java.util.HashMap;
 
 public class Throughput {
     static final Object lock = new Object();
     static long shared;
-    static final long[] ops = new long[2];
+    static long[] ops;
 
     static void work(int id) {
         HashMap<Integer, int[]> map = new HashMap<>();
@@ -26,7 +26,9 @@ public class Throughput {
     }
 
     public static void main(String[] args) throws Exception {
-        for (int t = 0; t < 2; t++) {
+        int workers = args.length > 0 ? Integer.parseInt(args[0]) : 2;
+        ops = new long[workers];
+        for (int t = 0; t < workers; t++) {
             final int id = t;
             Thread th = new Thread(() -> work(id), "worker-" + t);
             th.setDaemon(true);
@@ -37,7 +39,9 @@ public class Throughput {
             Thread.sleep(250);
             long now;
             synchronized (ops) {
-                now = ops[0] + ops[1];
+                now = 0;
+                for (long n : ops)
+                    now += n;
             }
             System.out.println(now - last);
             System.out.flush();
