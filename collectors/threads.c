@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,35 +15,40 @@
  * the owner's tid __owner at offset 8, on every 64-bit architecture glibc supports. */
 #define MUTEX_OWNER_OFFSET 8
 
+/* Read every second for each thread of each enabled target: no stdio buffer. */
 static int read_small(const char *path, char *buf, size_t len)
 {
-	FILE *f = fopen(path, "r");
-	size_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
+	ssize_t n = 0;
 
-	if (!f)
+	if (fd < 0)
 		return -errno;
-	n = fread(buf, 1, len - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return 0;
+	while (got < len - 1 && (n = read(fd, buf + got, len - 1 - got)) > 0)
+		got += n;
+	close(fd);
+	buf[got] = '\0';
+	return n < 0 ? -EIO : 0;
 }
 
 int threads_parse_stat(const char *text, long ticks, struct thread_info *t)
 {
 	unsigned long long utime, stime;
-	const char *p = strrchr(text, ')');
+	const char *name = strchr(text, '('), *p = strrchr(text, ')');
 
 	/* The name may hold spaces and parentheses: the fields follow the last ')'. */
-	if (!p || ticks <= 0 || !p[1] ||
+	if (!name || !p || p < name || ticks <= 0 || !p[1] ||
 	    sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &t->state,
 		   &utime, &stime) != 3)
 		return -EINVAL;
 	t->utime_us = utime / ticks * 1000000 + utime % ticks * 1000000 / ticks;
 	t->stime_us = stime / ticks * 1000000 + stime % ticks * 1000000 / ticks;
+	/* The same bytes as the comm file, which is not read as well. */
+	snprintf(t->name, sizeof(t->name), "%.*s", (int)(p - name - 1), name + 1);
 	return 0;
 }
 
-/* Name, state and CPU time from /proc/<pid>/task/<tid>/stat and comm. */
+/* Name, state and CPU time from /proc/<pid>/task/<tid>/stat. */
 static int read_stat(pid_t pid, struct thread_info *t)
 {
 	static long ticks;
@@ -55,9 +61,6 @@ static int read_stat(pid_t pid, struct thread_info *t)
 		return -ENOENT;
 	if (threads_parse_stat(buf, ticks, t))
 		return -EIO;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)t->tid);
-	if (!read_small(path, t->name, sizeof(t->name)))
-		t->name[strcspn(t->name, "\n")] = '\0';
 	return 0;
 }
 

@@ -23,7 +23,7 @@ void threads_free(struct thread_list *l);
 void thread_info_fini(struct thread_info *t);
 
 /* Parsers of /proc text (exposed for tests/fuzz): 0 or -EINVAL. */
-/* /proc/<pid>/task/<tid>/stat: state and CPU times (clock ticks of ticks a second). */
+/* /proc/<pid>/task/<tid>/stat: name, state and CPU times (clock ticks of ticks a second). */
 int threads_parse_stat(const char *text, long ticks, struct thread_info *t);
 /* /proc/<pid>/task/<tid>/syscall: the number and first three arguments. */
 int threads_parse_syscall(const char *text, uint64_t *nr, uint64_t *arg0, uint64_t *arg1,

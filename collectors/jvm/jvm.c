@@ -771,8 +771,10 @@ static int request_threads(struct session *s, const char *req, struct jvm_thread
 	return err;
 }
 
-/* Java threads with their native tids matched. */
-static int matched_threads(struct session *s, const char *req, struct jvm_threads *t)
+/* Java threads with their native tids matched; known, if given, lists the process's threads
+ * with their names. */
+static int matched_threads(struct session *s, const char *req, const struct thread_list *known,
+			   struct jvm_threads *t)
 {
 	struct jvm_task_cpu *tasks = NULL;
 	size_t ntasks = 0;
@@ -780,7 +782,7 @@ static int matched_threads(struct session *s, const char *req, struct jvm_thread
 
 	if (err)
 		return err;
-	jvm_tasks_read(s->pid, &tasks, &ntasks);
+	jvm_tasks_read(s->pid, known, &tasks, &ntasks);
 	jvm_threads_match(t, tasks, ntasks);
 	free(tasks);
 	return 0;
@@ -795,7 +797,7 @@ int jvm_threads_render(struct jvm_collector *c, pid_t pid, enum jvm_threads_view
 
 	if (!s)
 		return -ENODATA;
-	err = matched_threads(s, view == JVM_THREADS_DUMP ? "threads" : "deadlocks", &t);
+	err = matched_threads(s, view == JVM_THREADS_DUMP ? "threads" : "deadlocks", NULL, &t);
 	if (err)
 		goto out;
 	switch (view) {
@@ -828,7 +830,7 @@ int jvm_threads_busy(struct jvm_collector *c, pid_t pid, const struct thread_lis
 		return -ENODATA;
 	/* Names and ids of every Java thread without stopping the JVM, then the stacks of the
 	 * few threads that used the most CPU in the window. */
-	err = matched_threads(s, "list", &all);
+	err = matched_threads(s, "list", l, &all);
 	if (err)
 		goto out;
 	for (size_t i = 0; i < l->n && asked < JVM_BUSY_STACKS && order[i]->recent_us; i++)

@@ -124,8 +124,10 @@ struct jvm_task_cpu {
 	uint64_t cpu_ns;       /* the kernel's sum_exec_runtime */
 };
 
-/* Every thread of pid with its CPU time; *v is the caller's to free. */
-int jvm_tasks_read(pid_t pid, struct jvm_task_cpu **v, size_t *n);
+/* Every thread of pid (or of known, whose names are used) with its CPU time; *v is the
+ * caller's to free. */
+int jvm_tasks_read(pid_t pid, const struct thread_list *known, struct jvm_task_cpu **v,
+		   size_t *n);
 /* Fills each Java thread's tid: same comm (the first 15 bytes of its name) and the nearest
  * CPU time. */
 void jvm_threads_match(struct jvm_threads *t, const struct jvm_task_cpu *tasks, size_t n);

@@ -9,56 +9,86 @@
 #include "collectors/jvm/jvm_internal.h"
 #include "symbols/read_file.h"
 
-int jvm_tasks_read(pid_t pid, struct jvm_task_cpu **out, size_t *n)
+/* schedstat's first field is the thread's CPU time in ns, as the JVM's thread CPU clock
+ * reads it. */
+static int read_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns)
+{
+	char path[96], *text;
+	size_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+	if (read_file(path, &text, &len))
+		return -ENOENT;
+	*ns = strtoull(text, NULL, 10);
+	free(text);
+	return 0;
+}
+
+static int tasks_add(struct jvm_task_cpu **v, size_t *n, size_t *cap,
+		     const struct jvm_task_cpu *t)
+{
+	if (*n == *cap) {
+		size_t bigger_cap = *cap ? 2 * *cap : 64;
+		struct jvm_task_cpu *bigger = realloc(*v, bigger_cap * sizeof(**v));
+
+		if (!bigger)
+			return -ENOMEM;
+		*v = bigger;
+		*cap = bigger_cap;
+	}
+	(*v)[(*n)++] = *t;
+	return 0;
+}
+
+int jvm_tasks_read(pid_t pid, const struct thread_list *known, struct jvm_task_cpu **out,
+		   size_t *n)
 {
 	struct jvm_task_cpu *v = NULL;
 	size_t cap = 0;
 	struct dirent *de;
 	char path[96];
-	DIR *d;
+	DIR *d = NULL;
+	int err = 0;
 
 	*n = 0;
+	/* The caller's list has the names already: only the CPU times are read. */
+	for (size_t i = 0; known && i < known->n && !err; i++) {
+		struct jvm_task_cpu t = { .tid = known->v[i].tid };
+
+		snprintf(t.comm, sizeof(t.comm), "%s", known->v[i].name);
+		if (!read_cpu_ns(pid, t.tid, &t.cpu_ns))
+			err = tasks_add(&v, n, &cap, &t);
+	}
+	if (known)
+		goto out;
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	d = opendir(path);
 	if (!d)
 		return -errno;
-	while ((de = readdir(d))) {
+	while (!err && (de = readdir(d))) {
 		struct jvm_task_cpu t = { .tid = atoi(de->d_name) };
 		char *text;
 		size_t len;
 
-		if (t.tid <= 0)
+		if (t.tid <= 0 || read_cpu_ns(pid, t.tid, &t.cpu_ns))
 			continue;
-		/* schedstat's first field is the thread's CPU time in ns, as the JVM's thread CPU
-		 * clock reads it. */
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)t.tid);
-		if (read_file(path, &text, &len))
-			continue;
-		t.cpu_ns = strtoull(text, NULL, 10);
-		free(text);
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)t.tid);
 		if (read_file(path, &text, &len))
 			continue;
 		snprintf(t.comm, sizeof(t.comm), "%.*s", (int)(len && text[len - 1] == '\n' ?
 							       len - 1 : len), text);
 		free(text);
-		if (*n == cap) {
-			struct jvm_task_cpu *bigger;
-
-			cap = cap ? 2 * cap : 64;
-			bigger = realloc(v, cap * sizeof(*v));
-			if (!bigger) {
-				free(v);
-				closedir(d);
-				return -ENOMEM;
-			}
-			v = bigger;
-		}
-		v[(*n)++] = t;
+		err = tasks_add(&v, n, &cap, &t);
 	}
 	closedir(d);
+out:
+	if (err) {
+		free(v);
+		v = NULL;
+		*n = 0;
+	}
 	*out = v;
-	return 0;
+	return err;
 }
 
 void jvm_threads_match(struct jvm_threads *t, const struct jvm_task_cpu *tasks, size_t n)

@@ -84,6 +84,22 @@ static void test_owner_not_a_thread(void **state)
 	deadlocks_free(d, nd);
 }
 
+/* The name comes from stat itself, whatever spaces and parentheses it holds. */
+static void test_parse_stat_takes_name_state_and_times(void **state)
+{
+	const char *text = "4243 (a) (b c)) R 1 4242 4242 0 -1 4194368 12 0 0 0 250 50 0 0 "
+			   "20 0 1 0 100 0 0";
+	struct thread_info t = { 0 };
+
+	assert_int_equal(threads_parse_stat(text, 100, &t), 0);
+	assert_string_equal(t.name, "a) (b c)");
+	assert_int_equal(t.state, 'R');
+	assert_int_equal(t.utime_us, 2500000);
+	assert_int_equal(t.stime_us, 500000);
+	assert_int_equal(threads_parse_stat("4243 x) R 1", 100, &t), -EINVAL);
+	assert_int_equal(threads_parse_stat("4243 ) (x R 1", 100, &t), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -91,6 +107,7 @@ int main(void)
 		cmocka_unit_test(test_no_cycle),
 		cmocka_unit_test(test_chain_into_cycle_and_two_cycles),
 		cmocka_unit_test(test_owner_not_a_thread),
+		cmocka_unit_test(test_parse_stat_takes_name_state_and_times),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
