@@ -17,7 +17,7 @@
    and a bootstrap 95 % interval over rounds; the daemon's CPU as a share of the JVM's CPU
    time (on a machine the JVM keeps busy it comes out of the JVM's); the agent's own
    threads' CPU (aperture-agent: requests and drains; aperture-juc: the j.u.c sampler);
-   one threads/busy read's time.
+   one threads/busy read's time. BUSY_READS=0 leaves threads/busy unread.
 
 Writes bench/results/jvm-<date>.{json,txt}."""
 import json
@@ -125,7 +125,7 @@ class Counter:
 SETTINGS = ("off", "native", "full")
 
 
-def overhead(d, classes, rounds, phase_s=5, settle_s=2, warmup_s=15):
+def overhead(d, classes, rounds, busy_reads, phase_s=5, settle_s=2, warmup_s=15):
     # This host changes speed by up to 2x from one minute to the next, and its two CPUs
     # differ: a second, never-profiled JVM sharing one CPU with the profiled one sees the same
     # host, and the profiled JVM's work is measured as a ratio to it (one JVM alone: phases
@@ -157,7 +157,7 @@ def overhead(d, classes, rounds, phase_s=5, settle_s=2, warmup_s=15):
         cpu0 = (task_cpu_s(pid), task_cpu_s(ctl.p.pid))
         # busy threads once a second, as `watch cat threads/busy` would read them
         while time.monotonic() - t0 < phase_s:
-            if setting == "full":
+            if setting == "full" and busy_reads:
                 r0 = time.monotonic()
                 read_text(d.path("targets", str(pid), "threads", "busy"))
                 busy_ms.append((time.monotonic() - r0) * 1e3)
@@ -192,7 +192,8 @@ def overhead(d, classes, rounds, phase_s=5, settle_s=2, warmup_s=15):
                   (phases[b][2 * r] + phases[b][2 * r + 1]) for r in range(rounds)]
         mid, lo, hi = round_ci(ratios)
         return {"pct": 100 * (1 - mid), "ci95_pct": [100 * (1 - hi), 100 * (1 - lo)]}
-    out = {"rounds": rounds, "phase_s": phase_s, "settle_s": settle_s, "ratio_ops_per_s": ops,
+    out = {"rounds": rounds, "phase_s": phase_s, "settle_s": settle_s, "busy_reads": busy_reads,
+           "ratio_ops_per_s": ops,
            "ratio_ops_per_cpu_s": work, "jvm_status_while_on": status, "dump_ms": dump_ms,
            "agent_cpu_pct_of_jvm_cpu": {k: median(v) for k, v in agent_share.items()},
            "busy_read_ms_median": median(busy_ms)}
@@ -213,7 +214,8 @@ def main():
     d = Daemon(APERTURE)
     try:
         res = {"deadlocks": deadlock_latency(d, classes),
-               "overhead": overhead(d, classes, int(os.environ.get("ROUNDS", "6")))}
+               "overhead": overhead(d, classes, int(os.environ.get("ROUNDS", "6")),
+                                    os.environ.get("BUSY_READS", "1") != "0")}
     finally:
         d.stop()
     stamp = time.strftime("%Y-%m-%dT%H%M%S", time.gmtime())
@@ -238,11 +240,13 @@ def main():
                                      ("native profiling only (config/jvm_attach 0)",
                                       ov["native_vs_off"]))) +
             f"({ov['rounds']} rounds of {ov['phase_s']} s phases after {ov['settle_s']} s to settle,"
-            f" medians of the rounds' ratios)\n"
+            f" medians of the rounds' ratios; threads/busy read once a second:"
+            f" {'yes' if ov['busy_reads'] else 'no (BUSY_READS=0)'})\n"
             f"one threads/dump of that JVM (locks included): {ov['dump_ms']:.0f} ms\n"
             f"the agent's threads, median share of the JVM's CPU time while on: " +
             ", ".join(f"{k} {v:.2f} %" for k, v in sorted(ov["agent_cpu_pct_of_jvm_cpu"].items())) +
-            f"; one threads/busy read: {ov['busy_read_ms_median']:.1f} ms (median)\n")
+            (f"; one threads/busy read: {ov['busy_read_ms_median']:.1f} ms (median)\n"
+             if ov["busy_reads"] else "\n"))
     with open(out + ".txt", "w") as f:
         f.write(text)
     sys.stdout.write(text)
