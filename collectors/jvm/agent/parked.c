@@ -12,9 +12,10 @@
  * look waits at least 100 times the CPU time the last round took, waking up included (up to
  * a second), so the sampler stays within 1 % of one CPU however many threads there are
  * (measured at 20 looks a second: 0.25 % with 15 threads and none parked, 0.7 % with 2 of 20
- * parked, 1.0 % with 100 of 1000; at 10, 0.11 % with 15 threads). Weighting each look by the time since the previous one keeps the estimate
- * unbiased when looks are late or spaced out; the cost is CPU time, not wall time, as a look
- * preempted on a loaded machine costs the JVM nothing more. */
+ * parked, 1.0 % with 100 of 1000; at 10, 0.11 % with 15 threads). Weighting each look by the
+ * time since the previous one keeps the estimate unbiased when looks are late or spaced out;
+ * the cost is CPU time, not wall time, as a look preempted on a loaded machine costs the JVM
+ * nothing more. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
