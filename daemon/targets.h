@@ -97,4 +97,21 @@ int targets_threads_busy(struct targets *ts, pid_t pid, struct thread_list *l);
 
 void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited);
 
+/* A record as remote sync reads it: who the process is and what it collected. */
+struct target_record {
+	pid_t pid;
+	uint64_t start_time;     /* with pid, the process incarnation */
+	char comm[16];
+	enum target_state state;
+	bool jvm;
+	struct profile *profiles[TARGET_PROFILE_NR]; /* referenced */
+	struct blocking_log *blocking;               /* referenced */
+	struct sys_table *sys;                       /* referenced */
+};
+
+/* Every record that collected (was enabled once), by pid ascending. Free with
+ * targets_records_free. 0 or -ENOMEM. */
+int targets_records(struct targets *ts, struct target_record **out, size_t *n);
+void targets_records_free(struct target_record *r, size_t n);
+
 #endif
