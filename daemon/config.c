@@ -10,6 +10,7 @@
 #include "daemon/value.h"
 #include "store/profile.h"
 #include "symbols/symbols.h"
+#include "sync/client.h"
 
 #define CONFIG_STRING_MAX 4096
 
@@ -39,6 +40,10 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_LOCK_STACKS] = { "lock_stacks", 1, 100, 5, "stacks" },
 	/* For a JVM where no code may be loaded: native profiling only, nothing attached. */
 	[CONFIG_JVM_ATTACH] = { "jvm_attach", 0, 1, 1, "(0 native profiling only, 1 attach)" },
+	[CONFIG_SYNC] = { "sync", .unit = "an aggregator's URL, or empty", .string = true },
+	[CONFIG_SYNC_INTERVAL_S] = { "sync_interval_s", 1, 3600, 10, "seconds" },
+	/* Unacknowledged batches kept on disk; past it the oldest are dropped, counted. */
+	[CONFIG_SYNC_SPOOL_MB] = { "sync_spool_mb", 1, 1 << 20, 64, "MiB" },
 };
 
 void config_init(struct aperture *a)
@@ -121,6 +126,8 @@ static int write_string(struct aperture *a, enum config_key key, const char *buf
 		err = check_dirs(v, why, sizeof(why));
 	if (!err && key == CONFIG_WORKERS)
 		err = check_thread_prefix(v, why, sizeof(why));
+	if (!err && key == CONFIG_SYNC)
+		err = sync_check_url(v, why, sizeof(why));
 	if (err) {
 		aperture_set_error(a, "config/%s: %s", d->name, why);
 		free(v);

@@ -1,0 +1,965 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Building a node's batches.
+ *
+ * A batch is made of parts. Each part is a self-contained Batch message: its own string,
+ * frame and stack tables, each distinct entry once. Every message of a part lives in one
+ * arena freed after encoding, so nothing is freed piecemeal. A target's latest-state texts
+ * go into the last part it appears in, so the aggregator, which keeps the latest state of the
+ * highest seq, ends with them. An empty latest-state text means "not sent this time": the
+ * aggregator keeps what it had. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uthash.h>
+#include "collectors/jvm/jvm.h"
+#include "daemon/aperture.h"
+#include "daemon/targets.h"
+#include "daemon/threads.h"
+#include "sync/build.h"
+
+typedef Aperture__Sync__V1__Frame WireFrame;
+typedef Aperture__Sync__V1__Stack WireStack;
+typedef Aperture__Sync__V1__Target WireTarget;
+typedef Aperture__Sync__V1__Profile WireProfile;
+typedef Aperture__Sync__V1__Second WireSecond;
+typedef Aperture__Sync__V1__SysStats WireSysStats;
+typedef Aperture__Sync__V1__SysRow WireSysRow;
+typedef Aperture__Sync__V1__BlockingEvent WireBlocking;
+
+/* Thread dumps and threads/busy of a JVM travel every SLOW_EVERY batches; every text is sent
+ * again every REFRESH_EVERY batches even if unchanged, in case a batch carrying it was dropped. */
+#define SLOW_EVERY 6
+#define REFRESH_EVERY 6
+
+static const char *const profile_types[TARGET_PROFILE_NR] = {
+	[TARGET_PROFILE_CPU] = "cpu",
+	[TARGET_PROFILE_JVM_ALLOC] = "alloc",
+	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = "alloc_objects",
+	[TARGET_PROFILE_JVM_MONITORS] = "monitors",
+	[TARGET_PROFILE_OFFCPU] = "offcpu",
+	[TARGET_PROFILE_LOCKS] = "locks",
+};
+
+static const char *const profile_units[TARGET_PROFILE_NR] = {
+	[TARGET_PROFILE_CPU] = "samples",
+	[TARGET_PROFILE_JVM_ALLOC] = "bytes",
+	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = "samples",
+	[TARGET_PROFILE_JVM_MONITORS] = "microseconds",
+	[TARGET_PROFILE_OFFCPU] = "microseconds",
+	[TARGET_PROFILE_LOCKS] = "microseconds",
+};
+
+static const char *const state_names[] = {
+	[TARGET_DISABLED] = "disabled",
+	[TARGET_ENABLED] = "enabled",
+	[TARGET_EXPIRED] = "expired",
+	[TARGET_EXITED] = "exited",
+};
+
+enum text { TEXT_STATUS, TEXT_DEADLOCKS, TEXT_DEADLOCKS_JSON, TEXT_DUMP, TEXT_BUSY, TEXT_JVM,
+	    TEXT_NR };
+
+/* What the builder remembers of one process incarnation. */
+struct seen {
+	struct { pid_t pid; uint64_t start_time; } key;
+	int64_t last_sec[TARGET_PROFILE_NR]; /* newest second shipped */
+	int64_t blocking_ns;                 /* newest blocking event shipped */
+	uint64_t sys_sig;                    /* what the shipped sys rows added up to */
+	uint64_t text_hash[TEXT_NR];
+	char *exe, *cgroup;
+	uint64_t generation;                 /* the run that last saw it */
+	UT_hash_handle hh;
+};
+
+struct sync_builder {
+	char *node, *boot_id;
+	char kernel_boot_id[40];
+	struct seen *seen;
+	uint64_t runs;
+};
+
+/* Allocations of one run, freed at once. */
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t used, cap;
+	_Alignas(16) unsigned char data[];
+};
+
+struct arena {
+	struct arena_chunk *head;
+};
+
+static void *arena_alloc(struct arena *ar, size_t size)
+{
+	struct arena_chunk *c = ar->head;
+
+	size = (size + 15) & ~(size_t)15;
+	if (!c || c->cap - c->used < size) {
+		size_t cap = size > 65536 ? size : 65536;
+
+		c = malloc(sizeof(*c) + cap);
+		if (!c)
+			return NULL;
+		c->next = ar->head;
+		c->used = 0;
+		c->cap = cap;
+		ar->head = c;
+	}
+	c->used += size;
+	return memset(c->data + c->used - size, 0, size);
+}
+
+static void arena_free(struct arena *ar)
+{
+	while (ar->head) {
+		struct arena_chunk *next = ar->head->next;
+
+		free(ar->head);
+		ar->head = next;
+	}
+}
+
+/* A growing array of pointers (the repeated fields of a message). */
+static int push(void ***v, size_t *n, size_t *cap, void *item)
+{
+	if (*n == *cap) {
+		size_t bigger = *cap ? 2 * *cap : 16;
+		void **p = realloc(*v, bigger * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+		*cap = bigger;
+	}
+	(*v)[(*n)++] = item;
+	return 0;
+}
+
+struct str_entry {
+	UT_hash_handle hh;
+	uint32_t index;
+	char *s;
+};
+
+struct frame_key {
+	uint32_t name, file, line, module, build_id;
+};
+
+struct frame_entry {
+	UT_hash_handle hh;
+	struct frame_key key;
+	uint32_t index;
+};
+
+struct stack_entry {
+	UT_hash_handle hh;
+	uint32_t index;
+	uint32_t depth;
+	uint32_t frames[]; /* the key */
+};
+
+struct part {
+	WireBatch b;
+	size_t strings_cap, frames_cap, stacks_cap, targets_cap;
+	struct str_entry *str_index;
+	struct frame_entry *frame_index;
+	struct stack_entry *stack_index;
+	size_t bytes;      /* the protobuf's size, roughly */
+};
+
+/* One run: its parts, the current one last. */
+struct build {
+	struct sync_builder *sb;
+	struct arena ar;
+	struct part **parts;
+	size_t nparts, parts_cap;
+	int64_t now;
+};
+
+/* What the current record has in the current part; part_no is nparts when made. */
+struct record_msgs {
+	size_t part_no;
+	WireTarget *t;
+	WireProfile *profiles[TARGET_PROFILE_NR];
+};
+
+/* Maps of one profile's ids into the current part's tables. */
+struct id_map {
+	size_t part_no;
+	uint32_t index;
+};
+
+static char *arena_strdup(struct arena *ar, const char *s)
+{
+	size_t len = strlen(s) + 1;
+	char *copy = arena_alloc(ar, len);
+
+	return copy ? memcpy(copy, s, len) : NULL;
+}
+
+static struct part *cur(struct build *bd)
+{
+	return bd->parts[bd->nparts - 1];
+}
+
+static int string_index(struct build *bd, const char *s, uint32_t *out)
+{
+	struct part *p = cur(bd);
+	struct str_entry *e;
+
+	if (!s || !*s) {
+		*out = 0;
+		return 0;
+	}
+	HASH_FIND_STR(p->str_index, s, e);
+	if (!e) {
+		e = arena_alloc(&bd->ar, sizeof(*e));
+		if (!e || !(e->s = arena_strdup(&bd->ar, s)))
+			return -ENOMEM;
+		e->index = p->b.n_strings;
+		if (push((void ***)&p->b.strings, &p->b.n_strings, &p->strings_cap, e->s))
+			return -ENOMEM;
+		HASH_ADD_KEYPTR(hh, p->str_index, e->s, strlen(e->s), e);
+		if (!e->hh.tbl)
+			return -ENOMEM;
+		p->bytes += strlen(s) + 3;
+	}
+	*out = e->index;
+	return 0;
+}
+
+static int frame_index(struct build *bd, const char *name, const struct frame_info *info,
+		       uint32_t *out)
+{
+	struct frame_key k = {0};
+	struct frame_entry *e;
+	struct part *p = cur(bd);
+	WireFrame *f;
+	int err;
+
+	err = string_index(bd, name, &k.name);
+	if (!err && info) {
+		k.line = info->line;
+		err = string_index(bd, info->file, &k.file);
+		err = err ?: string_index(bd, info->module, &k.module);
+		err = err ?: string_index(bd, info->build_id, &k.build_id);
+	}
+	if (err)
+		return err;
+	HASH_FIND(hh, p->frame_index, &k, sizeof(k), e);
+	if (!e) {
+		e = arena_alloc(&bd->ar, sizeof(*e));
+		f = arena_alloc(&bd->ar, sizeof(*f));
+		if (!e || !f)
+			return -ENOMEM;
+		*f = (WireFrame)APERTURE__SYNC__V1__FRAME__INIT;
+		f->name = k.name;
+		f->file = k.file;
+		f->line = k.line;
+		f->module = k.module;
+		f->build_id = k.build_id;
+		e->key = k;
+		e->index = p->b.n_frames;
+		if (push((void ***)&p->b.frames, &p->b.n_frames, &p->frames_cap, f))
+			return -ENOMEM;
+		HASH_ADD(hh, p->frame_index, key, sizeof(k), e);
+		if (!e->hh.tbl)
+			return -ENOMEM;
+		p->bytes += 14;
+	}
+	*out = e->index;
+	return 0;
+}
+
+/* The stack of frames (indexes into the part's frame table) in the part's stack table. */
+static int stack_index(struct build *bd, const uint32_t *frames, uint32_t depth, uint32_t *out)
+{
+	size_t key_len = depth * sizeof(*frames);
+	struct part *p = cur(bd);
+	struct stack_entry *e;
+	WireStack *st;
+
+	HASH_FIND(hh, p->stack_index, frames, key_len, e);
+	if (!e) {
+		e = arena_alloc(&bd->ar, sizeof(*e) + key_len);
+		st = arena_alloc(&bd->ar, sizeof(*st));
+		if (!e || !st)
+			return -ENOMEM;
+		memcpy(e->frames, frames, key_len);
+		e->depth = depth;
+		e->index = p->b.n_stacks;
+		*st = (WireStack)APERTURE__SYNC__V1__STACK__INIT;
+		st->n_frames = depth;
+		st->frames = e->frames;
+		if (push((void ***)&p->b.stacks, &p->b.n_stacks, &p->stacks_cap, st))
+			return -ENOMEM;
+		HASH_ADD_KEYPTR(hh, p->stack_index, e->frames, key_len, e);
+		if (!e->hh.tbl)
+			return -ENOMEM;
+		p->bytes += 4 + 3 * depth;
+	}
+	*out = e->index;
+	return 0;
+}
+
+static int part_start(struct build *bd)
+{
+	struct part *p = calloc(1, sizeof(*p));
+
+	if (!p || push((void ***)&bd->parts, &bd->nparts, &bd->parts_cap, p)) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->b = (WireBatch)APERTURE__SYNC__V1__BATCH__INIT;
+	p->b.version = WIRE_VERSION;
+	p->b.node = bd->sb->node;
+	p->b.boot_id = bd->sb->boot_id;
+	p->b.created_unix = bd->now;
+	/* strings[0] is "" */
+	return push((void ***)&p->b.strings, &p->b.n_strings, &p->strings_cap, "");
+}
+
+static void part_free(struct part *p)
+{
+	HASH_CLEAR(hh, p->str_index);
+	HASH_CLEAR(hh, p->frame_index);
+	HASH_CLEAR(hh, p->stack_index);
+	free(p->b.strings);
+	free(p->b.frames);
+	free(p->b.stacks);
+	for (size_t i = 0; i < p->b.n_targets; i++) {
+		WireTarget *t = p->b.targets[i];
+
+		for (size_t j = 0; j < t->n_profiles; j++) {
+			for (size_t k = 0; k < t->profiles[j]->n_seconds; k++) {
+				free(t->profiles[j]->seconds[k]->stacks);
+				free(t->profiles[j]->seconds[k]->counts);
+			}
+			free(t->profiles[j]->seconds);
+		}
+		free(t->profiles);
+		free(t->blocking);
+		if (t->sys)
+			free(t->sys->rows);
+	}
+	free(p->b.targets);
+	free(p);
+}
+
+/* Starts a new part if the current one is past its bounds. */
+static int part_room(struct build *bd, size_t more_bytes)
+{
+	struct part *p = cur(bd);
+
+	if (p->b.n_stacks < SYNC_PART_MAX_STACKS && p->bytes + more_bytes < SYNC_PART_MAX_BYTES)
+		return 0;
+	if (!p->b.n_targets)
+		return 0; /* nothing in it yet: one record alone is its own part */
+	return part_start(bd);
+}
+
+static char *read_small(struct arena *ar, const char *path, bool first_line)
+{
+	char buf[4096];
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	buf[strcspn(buf, first_line ? "\n" : "")] = 0;
+	return arena_strdup(ar, buf);
+}
+
+/* Whatever identity is known once, at first sight: exe and cgroup of an exited process are
+ * gone from /proc. */
+static int seen_identity(struct seen *s, pid_t pid)
+{
+	char path[64], exe[4096];
+	struct arena tmp = {0};
+	const char *v2;
+	char *cg;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	cg = read_small(&tmp, path, false);
+	/* The unified hierarchy's path ("0::/path"), else the first hierarchy's line. */
+	v2 = cg ? strstr(cg, "0::") : NULL;
+	if (v2 && (v2 == cg || v2[-1] == '\n'))
+		cg = (char *)v2 + 3;
+	if (cg)
+		cg[strcspn(cg, "\n")] = 0;
+	s->exe = strdup(exe);
+	s->cgroup = strdup(cg ? cg : "");
+	arena_free(&tmp);
+	return s->exe && s->cgroup ? 0 : -ENOMEM;
+}
+
+static struct seen *seen_get(struct sync_builder *b, const struct target_record *r)
+{
+	struct seen key = {0}, *s;
+
+	key.key.pid = r->pid;
+	key.key.start_time = r->start_time;
+	HASH_FIND(hh, b->seen, &key.key, sizeof(key.key), s);
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->key = key.key;
+	for (int i = 0; i < TARGET_PROFILE_NR; i++)
+		s->last_sec[i] = INT64_MIN;
+	s->blocking_ns = INT64_MIN;
+	if (seen_identity(s, r->pid)) {
+		free(s->exe);
+		free(s->cgroup);
+		free(s);
+		return NULL;
+	}
+	HASH_ADD(hh, b->seen, key, sizeof(s->key), s);
+	if (!s->hh.tbl) {
+		free(s->exe);
+		free(s->cgroup);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static void seen_free(struct seen *s)
+{
+	free(s->exe);
+	free(s->cgroup);
+	free(s);
+}
+
+/* The record's Target message in the current part, made with its identity if new. */
+static int target_msg(struct build *bd, const struct target_record *r, const struct seen *s,
+		      struct record_msgs *m)
+{
+	struct part *p = cur(bd);
+	WireTarget *t;
+
+	if (m->t && m->part_no == bd->nparts)
+		return 0;
+	memset(m, 0, sizeof(*m));
+	t = arena_alloc(&bd->ar, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	*t = (WireTarget)APERTURE__SYNC__V1__TARGET__INIT;
+	t->pid = r->pid;
+	t->start_time = r->start_time;
+	t->comm = arena_strdup(&bd->ar, r->comm);
+	t->exe = arena_strdup(&bd->ar, s->exe);
+	t->cgroup = arena_strdup(&bd->ar, s->cgroup);
+	t->runtime = r->jvm ? "jvm" : "native";
+	t->state = (char *)state_names[r->state];
+	t->has_jvm = r->jvm;
+	t->kernel_boot_id = bd->sb->kernel_boot_id;
+	if (!t->comm || !t->exe || !t->cgroup)
+		return -ENOMEM;
+	if (push((void ***)&p->b.targets, &p->b.n_targets, &p->targets_cap, t))
+		return -ENOMEM;
+	p->bytes += 64 + strlen(s->exe) + strlen(s->cgroup);
+	m->t = t;
+	m->part_no = bd->nparts;
+	return 0;
+}
+
+/* The profile's message in the current part, with room for nseconds seconds. */
+static int profile_msg(struct build *bd, const struct target_record *r, const struct seen *s,
+		       struct record_msgs *m, int which, size_t nseconds, uint32_t period_ns)
+{
+	WireProfile *pr;
+	int err = target_msg(bd, r, s, m);
+
+	if (err || m->profiles[which])
+		return err;
+	pr = arena_alloc(&bd->ar, sizeof(*pr));
+	if (!pr)
+		return -ENOMEM;
+	*pr = (WireProfile)APERTURE__SYNC__V1__PROFILE__INIT;
+	pr->type = (char *)profile_types[which];
+	pr->unit = (char *)profile_units[which];
+	pr->period_ns = period_ns;
+	pr->seconds = malloc(nseconds * sizeof(*pr->seconds));
+	if (!pr->seconds)
+		return -ENOMEM;
+	/* n_profiles is at most TARGET_PROFILE_NR: a fixed array. */
+	if (!m->t->profiles) {
+		m->t->profiles = calloc(TARGET_PROFILE_NR, sizeof(*m->t->profiles));
+		if (!m->t->profiles)
+			return -ENOMEM;
+	}
+	m->t->profiles[m->t->n_profiles++] = pr;
+	m->profiles[which] = pr;
+	return 0;
+}
+
+/* The stack of a profile's stack in the current part. */
+static int map_stack(struct build *bd, const struct profile_seconds *d,
+		     const struct profile_stack *st, struct id_map *frames, uint32_t *out)
+{
+	uint32_t ids[1024];
+	uint32_t depth = st->depth < 1024 ? st->depth : 1024;
+
+	for (uint32_t i = 0; i < depth; i++) {
+		struct id_map *fm = &frames[st->frames[i]];
+
+		if (fm->part_no != bd->nparts) {
+			int err = frame_index(bd, d->names[st->frames[i]],
+					      d->infos[st->frames[i]], &fm->index);
+			if (err)
+				return err;
+			fm->part_no = bd->nparts;
+		}
+		ids[i] = fm->index;
+	}
+	return stack_index(bd, ids, depth, out);
+}
+
+/* One profile's seconds since the last shipped, before until. */
+static int add_profile(struct build *bd, const struct target_record *r, struct seen *s,
+		       struct record_msgs *m, int which, int64_t until, uint32_t period_ns)
+{
+	struct id_map *frames = NULL, *stacks = NULL;
+	struct profile_seconds *d;
+	size_t i = 0, nseconds = 0;
+	int64_t from = s->last_sec[which] == INT64_MIN ? INT64_MIN : s->last_sec[which] + 1;
+	int err;
+
+	err = profile_seconds(r->profiles[which], from, until, &d);
+	if (err)
+		return err;
+	if (!d->ncounts)
+		goto out;
+	for (i = 0; i < d->ncounts; i++)
+		nseconds += i == 0 || d->counts[i].sec != d->counts[i - 1].sec;
+	i = 0;
+	frames = calloc(d->nnames ? d->nnames : 1, sizeof(*frames));
+	stacks = calloc(d->nstacks, sizeof(*stacks));
+	if (!frames || !stacks) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (i < d->ncounts) {
+		int64_t sec = d->counts[i].sec;
+		size_t end = i, k;
+		WireSecond *ws;
+
+		while (end < d->ncounts && d->counts[end].sec == sec)
+			end++;
+		err = part_room(bd, (end - i) * 12);
+		err = err ?: profile_msg(bd, r, s, m, which, nseconds, period_ns);
+		if (err)
+			goto out;
+		ws = arena_alloc(&bd->ar, sizeof(*ws));
+		if (!ws) {
+			err = -ENOMEM;
+			goto out;
+		}
+		*ws = (WireSecond)APERTURE__SYNC__V1__SECOND__INIT;
+		ws->sec = sec;
+		ws->stacks = malloc((end - i) * sizeof(*ws->stacks));
+		ws->counts = malloc((end - i) * sizeof(*ws->counts));
+		if (!ws->stacks || !ws->counts) {
+			free(ws->stacks);
+			free(ws->counts);
+			err = -ENOMEM;
+			goto out;
+		}
+		for (k = i; k < end; k++) {
+			const struct profile_second_count *c = &d->counts[k];
+			struct id_map *sm = &stacks[c->stack];
+
+			if (sm->part_no != bd->nparts) {
+				err = map_stack(bd, d, &d->stacks[c->stack], frames, &sm->index);
+				if (err)
+					break;
+				sm->part_no = bd->nparts;
+			}
+			ws->stacks[ws->n_stacks++] = sm->index;
+			ws->counts[ws->n_counts++] = c->count;
+		}
+		/* Even a half-filled second is freed with its part. */
+		m->profiles[which]->seconds[m->profiles[which]->n_seconds++] = ws;
+		if (err)
+			goto out;
+		cur(bd)->bytes += 8 + (end - i) * 8;
+		s->last_sec[which] = sec;
+		i = end;
+	}
+out:
+	free(frames);
+	free(stacks);
+	profile_seconds_free(d);
+	return err;
+}
+
+/* A folded stack ("a;b;c") as the part's stack. */
+static int folded_stack(struct build *bd, const char *folded, uint32_t *out)
+{
+	uint32_t ids[1024], depth = 0;
+	char name[1024];
+
+	while (*folded && depth < 1024) {
+		size_t n = strcspn(folded, ";");
+
+		snprintf(name, sizeof(name), "%.*s", (int)n, folded);
+		if (n && frame_index(bd, name, NULL, &ids[depth++]))
+			return -ENOMEM;
+		folded += n + (folded[n] == ';');
+	}
+	if (!depth && frame_index(bd, "[unknown]", NULL, &ids[depth++]))
+		return -ENOMEM;
+	return stack_index(bd, ids, depth, out);
+}
+
+static int add_blocking(struct build *bd, const struct target_record *r, struct seen *s,
+			struct record_msgs *m)
+{
+	struct blocking_snapshot *snap;
+	WireTarget *t;
+	int err = blocking_log_snapshot(r->blocking, &snap);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < snap->n; i++) {
+		const struct blocking_event *ev = &snap->events[i];
+		WireBlocking *wb;
+
+		if (ev->time_ns <= s->blocking_ns)
+			continue;
+		err = target_msg(bd, r, s, m);
+		if (err)
+			break;
+		t = m->t;
+		if (!t->blocking && !(t->blocking = calloc(snap->n, sizeof(*t->blocking)))) {
+			err = -ENOMEM;
+			break;
+		}
+		wb = arena_alloc(&bd->ar, sizeof(*wb));
+		if (!wb) {
+			err = -ENOMEM;
+			break;
+		}
+		*wb = (WireBlocking)APERTURE__SYNC__V1__BLOCKING_EVENT__INIT;
+		wb->time_ns = ev->time_ns;
+		wb->dur_us = ev->dur_us;
+		wb->tid = ev->tid;
+		wb->thread = arena_strdup(&bd->ar, ev->thread);
+		wb->preempted = ev->preempted;
+		wb->state = ev->state;
+		err = wb->thread ? folded_stack(bd, ev->stack ? ev->stack : "", &wb->stack)
+				 : -ENOMEM;
+		if (err)
+			break;
+		t->blocking[t->n_blocking++] = wb;
+		s->blocking_ns = ev->time_ns;
+	}
+	blocking_snapshot_free(snap);
+	return err;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	/* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ c[i]) * 1099511628211ULL;
+	return h;
+}
+
+static int add_sys(struct build *bd, const struct target_record *r, struct seen *s,
+		   struct record_msgs *m, bool refresh)
+{
+	struct sys_snapshot *snap;
+	uint64_t sig = 14695981039346656037ULL;
+	WireSysStats *st;
+	int err = sys_table_snapshot(r->sys, &snap);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < snap->nrows; i++)
+		sig = hash_bytes(sig, &snap->rows[i].lat, sizeof(snap->rows[i].lat));
+	sig = hash_bytes(sig, &snap->nrows, sizeof(snap->nrows));
+	if (sig == s->sys_sig && !refresh)
+		goto out;
+	err = target_msg(bd, r, s, m);
+	st = err ? NULL : arena_alloc(&bd->ar, sizeof(*st));
+	if (!err && !st)
+		err = -ENOMEM;
+	if (err)
+		goto out;
+	*st = (WireSysStats)APERTURE__SYNC__V1__SYS_STATS__INIT;
+	st->rows = calloc(snap->nrows ? snap->nrows : 1, sizeof(*st->rows));
+	if (!st->rows) {
+		err = -ENOMEM;
+		goto out;
+	}
+	m->t->sys = st;
+	for (size_t i = 0; i < snap->nrows; i++) {
+		const struct sys_row *row = &snap->rows[i];
+		WireSysRow *w = arena_alloc(&bd->ar, sizeof(*w));
+		uint64_t *hist = arena_alloc(&bd->ar, sizeof(row->lat.hist));
+
+		if (!w || !hist) {
+			err = -ENOMEM;
+			goto out;
+		}
+		*w = (WireSysRow)APERTURE__SYNC__V1__SYS_ROW__INIT;
+		w->kind = row->kind;
+		w->a = row->a;
+		w->b = row->b;
+		w->addr = row->addr;
+		err = string_index(bd, row->holder, &w->holder);
+		err = err ?: string_index(bd, row->stack, &w->stack);
+		if (err)
+			goto out;
+		w->count = row->lat.count;
+		w->total_ns = row->lat.total_ns;
+		w->max_ns = row->lat.max_ns;
+		memcpy(hist, row->lat.hist, sizeof(row->lat.hist));
+		w->hist = hist;
+		w->n_hist = LATENCY_HIST;
+		st->rows[st->n_rows++] = w;
+		cur(bd)->bytes += 300;
+	}
+	s->sys_sig = sig;
+out:
+	sys_snapshot_free(snap);
+	return err;
+}
+
+/* One text of the target, as its file in the tree shows it; "" if it could not be made. */
+static char *render_text(struct aperture *a, pid_t pid, enum text which)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int err = 0;
+
+	if (!f)
+		return NULL;
+	switch (which) {
+	case TEXT_STATUS:
+		err = targets_status(a->targets, pid, f);
+		break;
+	case TEXT_DEADLOCKS:
+	case TEXT_DEADLOCKS_JSON:
+	case TEXT_DUMP: {
+		enum jvm_threads_view view = which == TEXT_DUMP ? JVM_THREADS_DUMP :
+					     which == TEXT_DEADLOCKS ? JVM_THREADS_DEADLOCKS :
+					     JVM_THREADS_DEADLOCKS_JSON;
+
+		/* The JVM's own view when attached, else what /proc shows, as threads/ does. */
+		err = jvm_threads_render(a->jvm, pid, view, f);
+		if (err == -ENODATA && which == TEXT_DUMP)
+			err = native_threads_dump(a, pid, f);
+		else if (err == -ENODATA)
+			err = native_threads_deadlocks(a, pid, which == TEXT_DEADLOCKS_JSON, f);
+		break;
+	}
+	case TEXT_BUSY:
+		err = target_threads_busy(a, pid, f);
+		break;
+	case TEXT_JVM:
+		err = jvm_collector_status(a->jvm, pid, config_get(a, CONFIG_JVM_ATTACH) ? NULL :
+					   "config/jvm_attach is 0: native profiling only", f);
+		break;
+	case TEXT_NR:
+		break;
+	}
+	if (fclose(f) || err) {
+		free(buf);
+		return strdup("");
+	}
+	return buf;
+}
+
+static int add_texts(struct build *bd, struct aperture *a, const struct target_record *r,
+		     struct seen *s, struct record_msgs *m, bool changed, bool refresh)
+{
+	char *texts[TEXT_NR] = {0};
+	bool live = r->state != TARGET_EXITED;
+	bool slow = bd->sb->runs % SLOW_EVERY == 1;
+	int err = 0;
+
+	for (int i = 0; i < TEXT_NR; i++) {
+		bool want = i == TEXT_STATUS ||
+			    (live && (i == TEXT_DEADLOCKS || i == TEXT_DEADLOCKS_JSON)) ||
+			    (live && r->jvm && i == TEXT_JVM) ||
+			    (live && r->jvm && slow && (i == TEXT_DUMP || i == TEXT_BUSY));
+		uint64_t h;
+
+		if (!want)
+			continue;
+		texts[i] = render_text(a, r->pid, i);
+		if (!texts[i]) {
+			err = -ENOMEM;
+			goto out;
+		}
+		h = hash_bytes(14695981039346656037ULL, texts[i], strlen(texts[i]));
+		if (h == s->text_hash[i] && !refresh) {
+			free(texts[i]);
+			texts[i] = NULL;
+			continue;
+		}
+		s->text_hash[i] = h;
+		changed = true;
+	}
+	if (!changed)
+		goto out;
+	err = target_msg(bd, r, s, m);
+	for (int i = 0; !err && i < TEXT_NR; i++) {
+		char *copy;
+
+		if (!texts[i])
+			continue;
+		copy = arena_strdup(&bd->ar, texts[i]);
+		if (!copy) {
+			err = -ENOMEM;
+			break;
+		}
+		cur(bd)->bytes += strlen(copy) + 4;
+		switch (i) {
+		case TEXT_STATUS: m->t->status = copy; break;
+		case TEXT_DEADLOCKS: m->t->deadlocks = copy; break;
+		case TEXT_DEADLOCKS_JSON: m->t->deadlocks_json = copy; break;
+		case TEXT_DUMP: m->t->threads_dump = copy; break;
+		case TEXT_BUSY: m->t->threads_busy = copy; break;
+		case TEXT_JVM: m->t->jvm_status = copy; break;
+		}
+	}
+out:
+	for (int i = 0; i < TEXT_NR; i++)
+		free(texts[i]);
+	return err;
+}
+
+static int add_record(struct build *bd, struct aperture *a, const struct target_record *r,
+		      int64_t until, uint32_t period_ns)
+{
+	struct record_msgs m = {0};
+	struct seen *s = seen_get(bd->sb, r);
+	bool refresh;
+	int err = 0;
+
+	if (!s)
+		return -ENOMEM;
+	s->generation = bd->sb->runs;
+	refresh = bd->sb->runs % REFRESH_EVERY == 1;
+	for (int i = 0; !err && i < TARGET_PROFILE_NR; i++)
+		err = add_profile(bd, r, s, &m, i, until,
+				  i == TARGET_PROFILE_CPU ? period_ns : 0);
+	err = err ?: add_blocking(bd, r, s, &m);
+	err = err ?: add_sys(bd, r, s, &m, refresh);
+	/* The texts last: they land in the last part the target is in. */
+	err = err ?: add_texts(bd, a, r, s, &m, m.t != NULL, refresh);
+	return err;
+}
+
+int sync_builder_new(const char *node, const char *boot_id, struct sync_builder **out)
+{
+	struct sync_builder *b = calloc(1, sizeof(*b));
+	struct arena tmp = {0};
+	char *kb;
+
+	if (!b)
+		return -ENOMEM;
+	b->node = strdup(node);
+	b->boot_id = strdup(boot_id);
+	kb = read_small(&tmp, "/proc/sys/kernel/random/boot_id", true);
+	snprintf(b->kernel_boot_id, sizeof(b->kernel_boot_id), "%s", kb ? kb : "");
+	arena_free(&tmp);
+	if (!b->node || !b->boot_id) {
+		sync_builder_free(b);
+		return -ENOMEM;
+	}
+	*out = b;
+	return 0;
+}
+
+void sync_builder_free(struct sync_builder *b)
+{
+	struct seen *s, *tmp;
+
+	if (!b)
+		return;
+	HASH_ITER(hh, b->seen, s, tmp) {
+		HASH_DEL(b->seen, s);
+		seen_free(s);
+	}
+	free(b->node);
+	free(b->boot_id);
+	free(b);
+}
+
+void sync_parts_free(struct sync_part *parts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(parts[i].data);
+	free(parts);
+}
+
+int sync_builder_run(struct sync_builder *b, struct aperture *a, int64_t until,
+		     const Aperture__Sync__V1__NodeStatus *status, uint64_t *next_seq,
+		     struct sync_part **parts_out, size_t *n_out)
+{
+	struct build bd = { .sb = b, .now = aperture_now() };
+	uint64_t hz = config_get(a, CONFIG_FREQUENCY_HZ);
+	struct target_record *recs = NULL;
+	struct sync_part *parts = NULL;
+	struct seen *s, *tmp;
+	size_t nrecs = 0, i;
+	int err;
+
+	b->runs++;
+	err = targets_records(a->targets, &recs, &nrecs);
+	err = err ?: part_start(&bd);
+	for (i = 0; !err && i < nrecs; i++)
+		err = add_record(&bd, a, &recs[i], until, hz ? 1000000000 / hz : 0);
+	targets_records_free(recs, nrecs);
+	/* Incarnations no record holds any more are done with. */
+	HASH_ITER(hh, b->seen, s, tmp) {
+		if (s->generation != b->runs) {
+			HASH_DEL(b->seen, s);
+			seen_free(s);
+		}
+	}
+	if (!err) {
+		parts = calloc(bd.nparts, sizeof(*parts));
+		err = parts ? 0 : -ENOMEM;
+	}
+	for (i = 0; !err && i < bd.nparts; i++) {
+		WireBatch *wb = &bd.parts[i]->b;
+
+		wb->seq = *next_seq + i;
+		wb->part = i;
+		wb->parts = bd.nparts;
+		wb->node_status = (Aperture__Sync__V1__NodeStatus *)status;
+		parts[i].seq = wb->seq;
+		err = wire_encode(wb, &parts[i].data, &parts[i].len);
+	}
+	if (!err) {
+		*next_seq += bd.nparts;
+		*parts_out = parts;
+		*n_out = bd.nparts;
+		parts = NULL;
+	}
+	sync_parts_free(parts, parts ? bd.nparts : 0);
+	for (i = 0; i < bd.nparts; i++)
+		part_free(bd.parts[i]);
+	free(bd.parts);
+	arena_free(&bd.ar);
+	return err;
+}
