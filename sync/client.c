@@ -48,6 +48,7 @@ struct sync_client {
 	char retrying[256];      /* why the last attempt failed, "" when it did not */
 	char last_error[256];
 	int64_t last_success;    /* unix seconds, 0 = never */
+	int64_t shipped_until;   /* every count of a second before it is in a batch */
 	uint64_t sent, rejected;
 	double backoff_s;
 	struct timespec next_try; /* monotonic: no attempt before */
@@ -241,6 +242,7 @@ static void build_once(struct sync_client *c)
 		goto out;
 	}
 	c->next_seq = seq;
+	c->shipped_until = until;
 	for (size_t i = 0; i < n; i++) {
 		err = spool_put(c->spool, aperture_now(), c->boot_id, parts[i].seq, parts[i].data,
 				parts[i].len);
@@ -259,6 +261,8 @@ static void *builder_main(void *arg)
 	struct sync_client *c = arg;
 	struct timespec next;
 
+	/* Named, so its CPU time can be told apart (bench/sync.py). */
+	pthread_setname_np(pthread_self(), "sync-build");
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop) {
@@ -327,6 +331,7 @@ static void *uploader_main(void *arg)
 	uint8_t *data;
 	size_t len;
 
+	pthread_setname_np(pthread_self(), "sync-upload");
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop) {
 		if (!c->url[0] || !c->spool || !due_locked(c) ||
@@ -461,6 +466,7 @@ void sync_client_status(struct sync_client *c, FILE *out)
 	fprintf(out, "sync_spool: %s\n", c->spool_dir);
 	fprintf(out, "sync_next_seq: %llu\n", (unsigned long long)c->next_seq);
 	print_time(out, "sync_last_success", c->last_success, "never");
+	print_time(out, "sync_shipped_until", c->shipped_until > 0 ? c->shipped_until : 0, "never");
 	/* How old the oldest batch not yet acknowledged is: 0 when the aggregator has all. */
 	fprintf(out, "sync_lag_s: %lld\n", st.oldest && aperture_now() > st.oldest ?
 		(long long)(aperture_now() - st.oldest) : 0LL);
