@@ -46,6 +46,7 @@ struct sync_client {
 	/* status */
 	char error[256];         /* a state that stops sync: the spool can't be opened */
 	char retrying[256];      /* why the last attempt failed, "" when it did not */
+	char refused[256];       /* why the last batch sent was refused, "" when it was not */
 	char last_error[256];
 	int64_t last_success;    /* unix seconds, 0 = never */
 	int64_t shipped_until;   /* every count of a second before it is in a batch */
@@ -368,12 +369,14 @@ static void *uploader_main(void *arg)
 			c->last_success = aperture_now();
 			c->backoff_s = BACKOFF_FIRST_S;
 			c->retrying[0] = 0;
+			c->refused[0] = 0;
 			break;
 		case UPLOAD_REJECTED:
 			/* Permanent: this batch can never be applied; the others go on. */
 			spool_done(c->spool, name);
 			c->rejected++;
 			c->retrying[0] = 0;
+			snprintf(c->refused, sizeof(c->refused), "%s", res.reason);
 			snprintf(c->last_error, sizeof(c->last_error), "batch %.90s refused: %.140s", name,
 				 res.reason);
 			break;
@@ -459,6 +462,8 @@ void sync_client_status(struct sync_client *c, FILE *out)
 		fprintf(out, "sync: error: %s\n", c->error);
 	else if (c->retrying[0])
 		fprintf(out, "sync: retrying: %s\n", c->retrying);
+	else if (c->refused[0])
+		fprintf(out, "sync: refused: %s\n", c->refused);
 	else
 		fprintf(out, "sync: ok\n");
 	fprintf(out, "sync_url: %s\n", c->url[0] ? c->url : "none");
