@@ -51,6 +51,7 @@ struct sync_client {
 	int64_t last_success;    /* unix seconds, 0 = never */
 	int64_t shipped_until;   /* every count of a second before it is in a batch */
 	uint64_t sent, rejected;
+	uint64_t bytes_sent;     /* bodies acknowledged: what sync costs on the wire */
 	double backoff_s;
 	struct timespec next_try; /* monotonic: no attempt before */
 };
@@ -366,6 +367,7 @@ static void *uploader_main(void *arg)
 		case UPLOAD_ACKED:
 			spool_done(c->spool, name);
 			c->sent++;
+			c->bytes_sent += len;
 			c->last_success = aperture_now();
 			c->backoff_s = BACKOFF_FIRST_S;
 			c->retrying[0] = 0;
@@ -478,6 +480,7 @@ void sync_client_status(struct sync_client *c, FILE *out)
 	fprintf(out, "sync_spool_bytes: %llu\n", (unsigned long long)st.bytes);
 	fprintf(out, "sync_spool_batches: %llu\n", (unsigned long long)st.batches);
 	fprintf(out, "sync_batches_sent: %llu\n", (unsigned long long)c->sent);
+	fprintf(out, "sync_bytes_sent: %llu\n", (unsigned long long)c->bytes_sent);
 	fprintf(out, "sync_batches_dropped: %llu\n", (unsigned long long)st.dropped);
 	fprintf(out, "sync_dropped_cpu_samples: %llu\n", (unsigned long long)st.dropped_samples);
 	print_time(out, "sync_oldest_dropped", st.oldest_dropped, "none");
