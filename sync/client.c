@@ -36,6 +36,7 @@ struct sync_client {
 	pthread_cond_t wake;     /* the uploader's: a new batch, a new URL, stop */
 	pthread_cond_t tick;     /* the builder's: stop */
 	bool stop;
+	atomic_bool stopping;    /* stop, for the uploader's transfer in flight */
 	pthread_t builder_thread, uploader_thread;
 	bool started;
 	char url[4096];          /* "" = off */
@@ -218,11 +219,10 @@ static void node_status_locked(struct sync_client *c, Aperture__Sync__V1__NodeSt
 	ns->version = APERTURE_VERSION;
 }
 
-/* Builds one interval's batch and spools its parts. */
-static void build_once(struct sync_client *c)
+/* Builds one interval's batch, of the seconds before until, and spools its parts. */
+static void build_once(struct sync_client *c, int64_t until)
 {
 	Aperture__Sync__V1__NodeStatus ns = APERTURE__SYNC__V1__NODE_STATUS__INIT;
-	int64_t until = atomic_load(&c->a->drained_until) - SETTLE_S;
 	char last_error[sizeof(c->last_error)];
 	struct sync_part *parts;
 	uint64_t seq;
@@ -274,7 +274,7 @@ static void *builder_main(void *arg)
 		if (on && mono_s() - c->last_build >= interval) {
 			c->last_build = mono_s();
 			pthread_mutex_unlock(&c->lock);
-			build_once(c);
+			build_once(c, atomic_load(&c->a->drained_until) - SETTLE_S);
 			pthread_mutex_lock(&c->lock);
 		}
 		next.tv_sec++;
@@ -350,7 +350,8 @@ static void *uploader_main(void *arg)
 			uploader_free(u);
 			u = NULL;
 			generation = c->url_generation;
-			if (uploader_new(c->url, c->token ? c->token : "", c->ca_file, &u)) {
+			if (uploader_new(c->url, c->token ? c->token : "", c->ca_file,
+					 &c->stopping, &u)) {
 				spool_keep(c->spool, name);
 				free(data);
 				res = (struct upload_result){ .retry_after_s = -1 };
@@ -417,6 +418,7 @@ void sync_client_free(struct sync_client *c)
 	if (!c)
 		return;
 	if (c->started) {
+		atomic_store(&c->stopping, true);
 		pthread_mutex_lock(&c->lock);
 		c->stop = true;
 		pthread_cond_signal(&c->tick);
@@ -424,6 +426,10 @@ void sync_client_free(struct sync_client *c)
 		pthread_mutex_unlock(&c->lock);
 		pthread_join(c->builder_thread, NULL);
 		pthread_join(c->uploader_thread, NULL);
+		/* The daemon's loop has stopped: every second it drained goes to the spool, sent
+		 * at the next start. */
+		if (c->spool && c->url[0])
+			build_once(c, atomic_load(&c->a->drained_until));
 	}
 	sync_builder_free(c->builder);
 	spool_close(c->spool);

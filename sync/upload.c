@@ -20,7 +20,17 @@ struct uploader {
 	char answer[ANSWER_MAX];
 	size_t answer_len;
 	int64_t retry_after;
+	const atomic_bool *stop;
 };
+
+/* Ends a transfer when the daemon stops, instead of at its timeout. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct uploader *u = arg;
+
+	return atomic_load(u->stop);
+}
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
@@ -46,7 +56,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
-int uploader_new(const char *url, const char *token, const char *ca_file,
+int uploader_new(const char *url, const char *token, const char *ca_file, const atomic_bool *stop,
 		 struct uploader **out)
 {
 	struct uploader *u = calloc(1, sizeof(*u));
@@ -55,6 +65,7 @@ int uploader_new(const char *url, const char *token, const char *ca_file,
 
 	if (!u)
 		return -ENOMEM;
+	u->stop = stop;
 	u->curl = curl_easy_init();
 	if (asprintf(&u->url, "%s%sv1/batches", url,
 		     url[0] && url[strlen(url) - 1] == '/' ? "" : "/") < 0)
@@ -88,6 +99,9 @@ int uploader_new(const char *url, const char *token, const char *ca_file,
 	curl_easy_setopt(u->curl, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_TIMEOUT_S);
 	curl_easy_setopt(u->curl, CURLOPT_TIMEOUT, (long)TIMEOUT_S);
 	curl_easy_setopt(u->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(u->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(u->curl, CURLOPT_XFERINFODATA, u);
+	curl_easy_setopt(u->curl, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(u->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (ca_file && *ca_file)
 		curl_easy_setopt(u->curl, CURLOPT_CAINFO, ca_file);

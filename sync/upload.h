@@ -2,6 +2,8 @@
 #ifndef APERTURE_SYNC_UPLOAD_H
 #define APERTURE_SYNC_UPLOAD_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,8 +23,8 @@ struct upload_result {
 struct uploader;
 
 /* url: the aggregator's base (http[s]://host:port); ca_file: a CA bundle to trust, or NULL
- * for the system's. token is copied. */
-int uploader_new(const char *url, const char *token, const char *ca_file,
+ * for the system's. token is copied. An upload in flight ends as soon as *stop is true. */
+int uploader_new(const char *url, const char *token, const char *ca_file, const atomic_bool *stop,
 		 struct uploader **out);
 void uploader_free(struct uploader *u);
 void uploader_post(struct uploader *u, const uint8_t *body, size_t len,
