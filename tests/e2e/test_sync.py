@@ -52,8 +52,10 @@ class Aggregator:
     """`aperture aggregate` in the aggregator's namespace, with one SQLite file for its life
     (restarts included). The test reads and posts with curl from inside that namespace."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, port=PORT, tls=None):
+        """tls: (cert, key) files: https, the same cert being the client's CA."""
         self.dir = Path(workdir)
+        self.port, self.tls = port, tls
         self.proc = None
         (self.dir / "tokens").write_text(
             "".join(f"{t} node {n}\n" for n, t in TOKENS.items()) + f"{READ_TOKEN} read *\n")
@@ -62,8 +64,10 @@ class Aggregator:
         with open(self.dir / "agg.log", "ab") as log:
             self.proc = subprocess.Popen(
                 ["nsenter", f"--net={ns_path(AGG_NS)}", str(APERTURE), "aggregate",
-                 "--listen", f"0.0.0.0:{PORT}", "--store", f"sqlite:{self.dir / 'agg.db'}",
-                 "--tokens", str(self.dir / "tokens")], stdout=log, stderr=subprocess.STDOUT)
+                 "--listen", f"0.0.0.0:{self.port}", "--store",
+                 f"sqlite:{self.dir / f'agg-{self.port}.db'}", "--tokens", str(self.dir / "tokens"),
+                 *(["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
+                   if self.tls else [])], stdout=log, stderr=subprocess.STDOUT)
         wait_for(lambda: self.curl("/status")[0] == 200, 10, "the aggregator to answer")
 
     def kill(self):
@@ -74,12 +78,14 @@ class Aggregator:
     def curl(self, path, token=READ_TOKEN, post=None):
         """(HTTP status, body bytes); status 0 when nothing answers."""
         cmd = ["nsenter", f"--net={ns_path(AGG_NS)}", "curl", "-s", "-m", "10",
-               "-o", "-", "-w", "\n%{http_code}", "-H", f"Authorization: Bearer {token}"]
+               "-o", "-", "-w", "\n%{http_code}", "-H", f"Authorization: Bearer {token}",
+               *(["--cacert", str(self.tls[0])] if self.tls else [])]
         if post:
             cmd += ["-H", "Content-Type: application/x-aperture-batch", "-H",
                     "Content-Encoding: gzip", "-H", "X-Aperture-Batch-Version: 1",
                     "--data-binary", f"@{post}"]
-        out = subprocess.run(cmd + [f"http://127.0.0.1:{PORT}{path}"],
+        scheme = "https" if self.tls else "http"
+        out = subprocess.run(cmd + [f"{scheme}://127.0.0.1:{self.port}{path}"],
                              capture_output=True).stdout
         body, _, code = out.rpartition(b"\n")
         return int(code or 0), body
@@ -93,10 +99,12 @@ class Aggregator:
 class Node(Daemon):
     """A node daemon in namespace ns, syncing to the aggregator as name."""
 
-    def __init__(self, scratch, name, ns, n):
+    def __init__(self, scratch, name, ns, n, url=None, extra=(), spool=None):
         super().__init__(scratch / f"mnt-{name}", scratch / f"{name}.log")
         self.name, self.ns, self.n = name, ns, n
-        self.spool = scratch / f"spool-{name}"
+        self.url = url or f"http://10.200.{n}.1:{PORT}"
+        self.extra = list(extra)
+        self.spool = scratch / (spool or f"spool-{name}")
         self.token_file = scratch / f"token-{name}"
         self.token_file.write_text(TOKENS[name] + "\n")
 
@@ -105,9 +113,9 @@ class Node(Daemon):
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 ["nsenter", f"--net={ns_path(self.ns)}", str(APERTURE), "mount",
-                 "--foreground", "--sync", f"http://10.200.{self.n}.1:{PORT}", "--node",
-                 self.name, "--token-file", str(self.token_file), "--spool-dir",
-                 str(self.spool), str(self.mnt)],
+                 "--foreground", "--sync", self.url, "--node", self.name, "--token-file",
+                 str(self.token_file), "--spool-dir", str(self.spool), *self.extra,
+                 str(self.mnt)],
                 stdout=log, stderr=subprocess.STDOUT, preexec_fn=default_interrupts)
         Daemon.live.add(self)
         try:
@@ -321,3 +329,39 @@ def test_sync_settings_are_checked(fleet):
     wait_for(lambda: nodes["n2"].sync()["sync"] == "off", 5, "sync off")
     write(cfg / "sync", f"http://10.200.2.1:{PORT}")
     wait_for(lambda: nodes["n2"].sync()["sync"] == "ok", 5, "sync on again")
+
+
+def test_https_with_the_aggregators_own_ca(fleet, workloads, scratch):
+    """An aggregator with a self-signed certificate: a node given it with --sync-ca syncs;
+    a node that trusts only the system's CAs keeps its batches and says why."""
+    _, nodes = fleet
+    cert, key = scratch / "cert.pem", scratch / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "1", "-subj", "/CN=aperture-test", "-addext",
+                    "subjectAltName=IP:10.200.3.1,IP:10.200.2.1,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    tls = Aggregator(scratch, port=PORT + 1, tls=(cert, key))
+    tls.start()
+    n3 = Node(scratch, "n3", f"{TAG}n3", 3, url=f"https://10.200.3.1:{PORT + 1}",
+              extra=["--sync-ca", str(cert)], spool="spool-n3-tls")
+    try:
+        n3.start()
+        w = workload(workloads, scratch, "sync_tls")
+        after = profile_for(n3, [w], 2)
+        wait_for(lambda: n3.shipped_all(after), 20, "n3 to sync over https")
+        mine = n3.folded(w.pid)
+        assert total(mine) > 10
+        assert tls.folded(f"/nodes/n3/targets/{w.pid}/cpu.folded") == mine
+        n3.stop()
+        # n2 knows no such CA: its batches wait in its spool, and status says why.
+        n2 = nodes["n2"]
+        write(n2.mnt / "config" / "sync", f"https://10.200.2.1:{PORT + 1}")
+        wait_for(lambda: n2.sync()["sync"].startswith("retrying: ") and
+                 "certificate" in n2.sync()["sync"].lower(), 15, "n2 to refuse the certificate")
+        assert int(n2.sync()["sync_spool_batches"]) >= 1
+        write(n2.mnt / "config" / "sync", f"http://10.200.2.1:{PORT}")
+        wait_for(lambda: n2.sync()["sync"] == "ok" and n2.sync()["sync_spool_batches"] == "0",
+                 15, "n2 back on http")
+    finally:
+        n3.kill()
+        tls.kill()
