@@ -222,7 +222,8 @@ int spool_open(const char *dir, uint64_t max_bytes, struct spool **out, char *wh
 		spool_close(s);
 		return err;
 	}
-	qsort(s->v, s->n, sizeof(*s->v), cmp_entry);
+	if (s->n)
+		qsort(s->v, s->n, sizeof(*s->v), cmp_entry);
 	*out = s;
 	return 0;
 }
