@@ -898,7 +898,7 @@ int targets_records(struct targets *ts, struct target_record **out, size_t *n)
 			continue;
 		r[len] = (struct target_record){
 			.pid = t->pid, .start_time = t->id.start_time, .state = t->state,
-			.jvm = t->jvm, .blocking = blocking_log_ref(t->blocking),
+			.state_name = state_names[t->state], .jvm = t->jvm, .blocking = blocking_log_ref(t->blocking),
 			.sys = sys_table_ref(t->sys) };
 		memcpy(r[len].comm, t->id.comm, sizeof(r[len].comm));
 		for (int i = 0; i < TARGET_PROFILE_NR; i++)

@@ -103,6 +103,7 @@ struct target_record {
 	uint64_t start_time;     /* with pid, the process incarnation */
 	char comm[16];
 	enum target_state state;
+	const char *state_name;  /* "enabled", ... as status says */
 	bool jvm;
 	struct profile *profiles[TARGET_PROFILE_NR]; /* referenced */
 	struct blocking_log *blocking;               /* referenced */

@@ -651,6 +651,7 @@ int profile_seconds(struct profile *p, int64_t from, int64_t until, struct profi
 				.count = e->count };
 		}
 	}
+	s->unit = p->unit;
 	s->since = p->since;
 	s->owner = profile_ref(p);
 	*out = s;

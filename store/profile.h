@@ -97,6 +97,7 @@ struct profile_second_count {
 	uint64_t count;
 };
 struct profile_seconds {
+	const char *unit;
 	const char *const *names;     /* frame id -> name, nnames of them */
 	const struct frame_info *const *infos; /* frame id -> info or NULL */
 	size_t nnames;

@@ -42,22 +42,6 @@ static const char *const profile_types[TARGET_PROFILE_NR] = {
 	[TARGET_PROFILE_LOCKS] = "locks",
 };
 
-static const char *const profile_units[TARGET_PROFILE_NR] = {
-	[TARGET_PROFILE_CPU] = "samples",
-	[TARGET_PROFILE_JVM_ALLOC] = "bytes",
-	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = "samples",
-	[TARGET_PROFILE_JVM_MONITORS] = "microseconds",
-	[TARGET_PROFILE_OFFCPU] = "microseconds",
-	[TARGET_PROFILE_LOCKS] = "microseconds",
-};
-
-static const char *const state_names[] = {
-	[TARGET_DISABLED] = "disabled",
-	[TARGET_ENABLED] = "enabled",
-	[TARGET_EXPIRED] = "expired",
-	[TARGET_EXITED] = "exited",
-};
-
 enum text { TEXT_STATUS, TEXT_DEADLOCKS, TEXT_DEADLOCKS_JSON, TEXT_DUMP, TEXT_BUSY, TEXT_JVM,
 	    TEXT_NR };
 
@@ -360,45 +344,36 @@ static int part_room(struct build *bd, size_t more_bytes)
 	return part_start(bd);
 }
 
-static char *read_small(struct arena *ar, const char *path, bool first_line)
+/* The start of a small file, "" if it can't be read. */
+static void read_small(const char *path, char *buf, size_t len)
 {
-	char buf[4096];
 	FILE *f = fopen(path, "re");
-	size_t n;
+	size_t n = f ? fread(buf, 1, len - 1, f) : 0;
 
-	if (!f)
-		return NULL;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
+	if (f)
+		fclose(f);
 	buf[n] = 0;
-	buf[strcspn(buf, first_line ? "\n" : "")] = 0;
-	return arena_strdup(ar, buf);
 }
 
 /* Whatever identity is known once, at first sight: exe and cgroup of an exited process are
  * gone from /proc. */
 static int seen_identity(struct seen *s, pid_t pid)
 {
-	char path[64], exe[4096];
-	struct arena tmp = {0};
-	const char *v2;
-	char *cg;
+	char path[64], exe[4096], cgroups[4096], *cg = cgroups, *v2;
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	n = readlink(path, exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	cg = read_small(&tmp, path, false);
+	read_small(path, cgroups, sizeof(cgroups));
 	/* The unified hierarchy's path ("0::/path"), else the first hierarchy's line. */
-	v2 = cg ? strstr(cg, "0::") : NULL;
-	if (v2 && (v2 == cg || v2[-1] == '\n'))
-		cg = (char *)v2 + 3;
-	if (cg)
-		cg[strcspn(cg, "\n")] = 0;
+	v2 = strstr(cgroups, "0::");
+	if (v2 && (v2 == cgroups || v2[-1] == '\n'))
+		cg = v2 + 3;
+	cg[strcspn(cg, "\n")] = 0;
 	s->exe = strdup(exe);
-	s->cgroup = strdup(cg ? cg : "");
-	arena_free(&tmp);
+	s->cgroup = strdup(cg);
 	return s->exe && s->cgroup ? 0 : -ENOMEM;
 }
 
@@ -461,7 +436,7 @@ static int target_msg(struct build *bd, const struct target_record *r, const str
 	t->exe = arena_strdup(&bd->ar, s->exe);
 	t->cgroup = arena_strdup(&bd->ar, s->cgroup);
 	t->runtime = r->jvm ? "jvm" : "native";
-	t->state = (char *)state_names[r->state];
+	t->state = (char *)r->state_name;
 	t->has_jvm = r->jvm;
 	t->kernel_boot_id = bd->sb->kernel_boot_id;
 	if (!t->comm || !t->exe || !t->cgroup)
@@ -476,7 +451,8 @@ static int target_msg(struct build *bd, const struct target_record *r, const str
 
 /* The profile's message in the current part, with room for nseconds seconds. */
 static int profile_msg(struct build *bd, const struct target_record *r, const struct seen *s,
-		       struct record_msgs *m, int which, size_t nseconds, uint32_t period_ns)
+		       struct record_msgs *m, int which, const char *unit, size_t nseconds,
+		       uint32_t period_ns)
 {
 	WireProfile *pr;
 	int err = target_msg(bd, r, s, m);
@@ -488,10 +464,9 @@ static int profile_msg(struct build *bd, const struct target_record *r, const st
 		return -ENOMEM;
 	*pr = (WireProfile)APERTURE__SYNC__V1__PROFILE__INIT;
 	pr->type = (char *)profile_types[which];
-	pr->unit = (char *)profile_units[which];
+	pr->unit = arena_strdup(&bd->ar, unit);
 	pr->period_ns = period_ns;
-	pr->seconds = malloc(nseconds * sizeof(*pr->seconds));
-	if (!pr->seconds)
+	if (!pr->unit)
 		return -ENOMEM;
 	/* n_profiles is at most TARGET_PROFILE_NR: a fixed array. */
 	if (!m->t->profiles) {
@@ -499,9 +474,11 @@ static int profile_msg(struct build *bd, const struct target_record *r, const st
 		if (!m->t->profiles)
 			return -ENOMEM;
 	}
+	/* Attached first: its part frees its seconds. */
 	m->t->profiles[m->t->n_profiles++] = pr;
 	m->profiles[which] = pr;
-	return 0;
+	pr->seconds = malloc(nseconds * sizeof(*pr->seconds));
+	return pr->seconds ? 0 : -ENOMEM;
 }
 
 /* The stack of a profile's stack in the current part. */
@@ -558,7 +535,7 @@ static int add_profile(struct build *bd, const struct target_record *r, struct s
 		while (end < d->ncounts && d->counts[end].sec == sec)
 			end++;
 		err = part_room(bd, (end - i) * 12);
-		err = err ?: profile_msg(bd, r, s, m, which, nseconds, period_ns);
+		err = err ?: profile_msg(bd, r, s, m, which, d->unit, nseconds, period_ns);
 		if (err)
 			goto out;
 		ws = arena_alloc(&bd->ar, sizeof(*ws));
@@ -871,16 +848,13 @@ static int add_record(struct build *bd, struct aperture *a, const struct target_
 int sync_builder_new(const char *node, const char *boot_id, struct sync_builder **out)
 {
 	struct sync_builder *b = calloc(1, sizeof(*b));
-	struct arena tmp = {0};
-	char *kb;
 
 	if (!b)
 		return -ENOMEM;
 	b->node = strdup(node);
 	b->boot_id = strdup(boot_id);
-	kb = read_small(&tmp, "/proc/sys/kernel/random/boot_id", true);
-	snprintf(b->kernel_boot_id, sizeof(b->kernel_boot_id), "%s", kb ? kb : "");
-	arena_free(&tmp);
+	read_small("/proc/sys/kernel/random/boot_id", b->kernel_boot_id, sizeof(b->kernel_boot_id));
+	b->kernel_boot_id[strcspn(b->kernel_boot_id, "\n")] = 0;
 	if (!b->node || !b->boot_id) {
 		sync_builder_free(b);
 		return -ENOMEM;
