@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (APERTURE, WORKLOADS, Daemon, default_interrupts, parse_folded,
-                     parse_status, read, wait_for, write, write_errno)
+from helpers import (APERTURE, WORKLOADS, Daemon, parse_folded, parse_status, read, wait_for,
+                     write, write_errno)
 
 TAG = f"aps{os.getpid() % 100000}"
 AGG_NS = f"{TAG}a"
@@ -100,29 +100,19 @@ class Node(Daemon):
     """A node daemon in namespace ns, syncing to the aggregator as name."""
 
     def __init__(self, scratch, name, ns, n, url=None, extra=(), spool=None):
-        super().__init__(scratch / f"mnt-{name}", scratch / f"{name}.log")
         self.name, self.ns, self.n = name, ns, n
-        self.url = url or f"http://10.200.{n}.1:{PORT}"
-        self.extra = list(extra)
         self.spool = scratch / (spool or f"spool-{name}")
         self.token_file = scratch / f"token-{name}"
         self.token_file.write_text(TOKENS[name] + "\n")
+        super().__init__(scratch / f"mnt-{name}", scratch / f"{name}.log",
+                         prefix=["nsenter", f"--net={ns_path(ns)}"],
+                         args=["--sync", url or f"http://10.200.{n}.1:{PORT}", "--node", name,
+                               "--token-file", str(self.token_file), "--spool-dir",
+                               str(self.spool), *extra])
 
     def start(self):
         self.mnt.mkdir(exist_ok=True)
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                ["nsenter", f"--net={ns_path(self.ns)}", str(APERTURE), "mount",
-                 "--foreground", "--sync", self.url, "--node", self.name, "--token-file",
-                 str(self.token_file), "--spool-dir", str(self.spool), *self.extra,
-                 str(self.mnt)],
-                stdout=log, stderr=subprocess.STDOUT, preexec_fn=default_interrupts)
-        Daemon.live.add(self)
-        try:
-            wait_for(self._ready, 10, f"node {self.name} to mount")
-        except AssertionError:
-            self.kill()
-            raise AssertionError(f"node did not come up; its log:\n{self.log_text()}")
+        super().start()
         write(self.mnt / "config" / "sync_interval_s", "1")
         return self
 
@@ -205,22 +195,38 @@ def sum_folded(*profiles):
     return out
 
 
+def profile_on_n1_and_n2(fleet, workloads, scratch, comm):
+    """comm started twice, once profiled by n1 and once by n2: {node name: process}."""
+    _, nodes = fleet
+    procs = {name: workload(workloads, scratch, comm) for name in ("n1", "n2")}
+    for name, p in procs.items():
+        write(nodes[name].target(p.pid) / "enable", "1")
+    return procs
+
+
+def stop_and_check_mirrored(fleet, procs, comm):
+    """Disables procs; once their nodes shipped every second, the aggregator's copy of each
+    equals the node's own file, and the service comm is their sum."""
+    agg, nodes = fleet
+    for name, p in procs.items():
+        write(nodes[name].target(p.pid) / "enable", "0")
+    after = time.time()
+    wait_for(lambda: all(nodes[name].shipped_all(after) for name in procs), 40,
+             "the nodes to ship every second")
+    mine = [check_mirrored(agg, nodes[name], p.pid) for name, p in procs.items()]
+    # Real profiles of the workload, not empty ones.
+    assert all(total(f) > 20 for f in mine), [total(f) for f in mine]
+    assert agg.folded(f"/services/{comm}/cpu.folded") == sum_folded(*mine)
+
+
 def test_each_node_mirrored_and_a_service_is_the_sum_of_its_nodes(fleet, workloads, scratch):
     agg, nodes = fleet
-    n1, n2 = nodes["n1"], nodes["n2"]
-    w1, w2 = workload(workloads, scratch, "sync_mirror"), workload(workloads, scratch,
-                                                                    "sync_mirror")
-    write(n1.target(w1.pid) / "enable", "1")
-    profile_for(n2, [w2], 3)
-    after = profile_for(n1, [w1], 0)
-    wait_for(lambda: n1.shipped_all(after) and n2.shipped_all(after), 20, "both nodes to sync")
-    f1, f2 = check_mirrored(agg, n1, w1.pid), check_mirrored(agg, n2, w2.pid)
-    # The workload's split: b (7 units) and c (3) under main; a real profile, not an empty one.
-    assert total(f1) > 20 and total(f2) > 20, (total(f1), total(f2))
-    assert agg.folded("/services/sync_mirror/cpu.folded") == sum_folded(f1, f2)
+    procs = profile_on_n1_and_n2(fleet, workloads, scratch, "sync_mirror")
+    time.sleep(3)
+    stop_and_check_mirrored(fleet, procs, "sync_mirror")
     code, body = agg.curl("/nodes/n1/status")
     assert code == 200 and b"batches" in body, body
-    st = n1.sync()
+    st = nodes["n1"].sync()
     assert st["sync_batches_sent"] != "0" and st["sync_last_success"] != "never", st
     assert st["sync_batches_dropped"] == "0" and st["sync_batches_rejected"] == "0", st
 
@@ -228,10 +234,7 @@ def test_each_node_mirrored_and_a_service_is_the_sum_of_its_nodes(fleet, workloa
 def test_aggregator_killed_while_nodes_profile_loses_nothing(fleet, workloads, scratch):
     agg, nodes = fleet
     n1, n2 = nodes["n1"], nodes["n2"]
-    w1, w2 = workload(workloads, scratch, "sync_outage"), workload(workloads, scratch,
-                                                                    "sync_outage")
-    write(n1.target(w1.pid) / "enable", "1")
-    write(n2.target(w2.pid) / "enable", "1")
+    procs = profile_on_n1_and_n2(fleet, workloads, scratch, "sync_outage")
     time.sleep(1)
     agg.kill()
     try:
@@ -242,12 +245,7 @@ def test_aggregator_killed_while_nodes_profile_loses_nothing(fleet, workloads, s
         assert int(n1.sync()["sync_lag_s"]) >= 3, n1.sync()
     finally:
         agg.start()
-    profile_for(n1, [w1], 0)
-    after = profile_for(n2, [w2], 0)
-    wait_for(lambda: n1.shipped_all(after) and n2.shipped_all(after), 40,
-             "both nodes to catch up")
-    f1, f2 = check_mirrored(agg, n1, w1.pid), check_mirrored(agg, n2, w2.pid)
-    assert agg.folded("/services/sync_outage/cpu.folded") == sum_folded(f1, f2)
+    stop_and_check_mirrored(fleet, procs, "sync_outage")
     assert n1.sync()["sync_batches_dropped"] == "0"
 
 
