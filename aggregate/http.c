@@ -318,22 +318,6 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
-static char *read_whole(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0;
-
-	if (!f)
-		return NULL;
-	if (getdelim(&buf, &len, 0, f) < 0) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
-}
-
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
 			size_t why_size)
 {
@@ -383,8 +367,8 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	if (opt->tls_cert || opt->tls_key) {
-		h->cert = opt->tls_cert ? read_whole(opt->tls_cert) : NULL;
-		h->key = opt->tls_key ? read_whole(opt->tls_key) : NULL;
+		h->cert = opt->tls_cert ? secret_file_read(opt->tls_cert) : NULL;
+		h->key = opt->tls_key ? secret_file_read(opt->tls_key) : NULL;
 		if (!h->cert || !h->key) {
 			snprintf(why, why_size, "--tls-cert and --tls-key: both PEM files, readable");
 			err = -EINVAL;

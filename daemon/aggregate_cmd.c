@@ -186,31 +186,6 @@ out:
 	return err ? 1 : 0;
 }
 
-static char *read_token(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf = NULL, *s, *e;
-	size_t len = 0;
-
-	if (!f)
-		return NULL;
-	if (getdelim(&buf, &len, 0, f) < 0) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (!buf)
-		return NULL;
-	for (s = buf; *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'; s++)
-		;
-	for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
-					  e[-1] == '\t'); e--)
-		;
-	memmove(buf, s, e - s);
-	buf[e - s] = 0;
-	return buf;
-}
-
 static size_t write_out(char *data, size_t size, size_t n, void *f)
 {
 	return fwrite(data, size, n, f);
@@ -251,7 +226,7 @@ int fetch_main(int argc, char **argv)
 		fprintf(stderr, "Usage: aperture fetch [--token-file F] [--cacert F] URL [PATH]\n");
 		return 2;
 	}
-	if (token_file && !(token = read_token(token_file))) {
+	if (token_file && !(token = secret_file_read(token_file))) {
 		fprintf(stderr, "aperture: %s: cannot read the token\n", token_file);
 		return 1;
 	}
