@@ -220,6 +220,17 @@ static int query_range(struct MHD_Connection *c, struct tree_range *r, char *why
 	return 0;
 }
 
+extern const char agg_index_html[];
+
+/* A browser asking for / gets a page over this same API; it holds no data itself. */
+static bool wants_page(struct MHD_Connection *c, const char *path)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							 MHD_HTTP_HEADER_ACCEPT);
+
+	return !strcmp(path, "/") && accept && strstr(accept, "text/html");
+}
+
 static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 				const char *path)
 {
@@ -231,6 +242,10 @@ static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 	int err;
 
 	atomic_fetch_add(&g->reads, 1);
+	if (wants_page(c, path)) {
+		data = strdup(agg_index_html);
+		return data ? answer(c, 200, "text/html; charset=utf-8", data, strlen(data)) : MHD_NO;
+	}
 	if (!g->insecure && !k)
 		return answer_error(c, 401, "missing or unknown bearer token");
 	if (!may_read(g, k, path))

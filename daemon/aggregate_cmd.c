@@ -63,16 +63,20 @@ static void *retain_loop(void *arg)
 	return NULL;
 }
 
-static int wait_for_stop(void)
+/* Blocks, in this thread and every thread started after, SIGHUP (the retainer's) and, when
+ * no FUSE loop will catch them, SIGINT and SIGTERM (sigwait'ed by stop_signals). */
+static void block_signals(bool fuse, sigset_t *stop)
 {
 	sigset_t set;
-	int sig;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
+	sigemptyset(stop);
+	sigaddset(stop, SIGINT);
+	sigaddset(stop, SIGTERM);
+	set = *stop;
+	if (fuse)
+		sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	return sigwait(&set, &sig);
 }
 
 int aggregate_main(int argc, char **argv)
@@ -101,8 +105,8 @@ int aggregate_main(int argc, char **argv)
 	bool insecure = false, retaining = false;
 	unsigned retention = AGG_RETENTION_DAYS_MAX;
 	char why[512] = "";
-	sigset_t hup;
-	int c, err;
+	sigset_t stop;
+	int c, err, sig;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -148,10 +152,7 @@ int aggregate_main(int argc, char **argv)
 	g.tls = hopt.tls_cert != NULL;
 	if (aggregator_retain(&g, time(NULL)))
 		fprintf(stderr, "aperture: retention pass failed\n");
-	/* SIGHUP is the retainer's, in every thread the server starts. */
-	sigemptyset(&hup);
-	sigaddset(&hup, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &hup, NULL);
+	block_signals(mnt != NULL, &stop);
 	ret.g = &g;
 	retaining = !pthread_create(&ret.thread, NULL, retain_loop, &ret);
 	err = agg_http_start(&g, &hopt, &http, why, sizeof(why));
@@ -171,7 +172,7 @@ int aggregate_main(int argc, char **argv)
 			fprintf(stderr, "aperture: mount %s: %s\n", mnt, strerror(-err));
 		fs_unmount(fs);
 	} else {
-		err = wait_for_stop();
+		err = sigwait(&stop, &sig) ? -EINTR : 0;
 	}
 out:
 	agg_http_stop(http);

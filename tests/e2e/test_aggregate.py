@@ -222,13 +222,20 @@ def test_fetch_client_and_https(scratch, agg):
         a.stop()
 
 
-def test_insecure_says_so(scratch):
+def test_insecure_says_so_and_the_page_lists(scratch):
+    """--insecure warns on stderr and in status; / in a browser is a page over the API that
+    lists the services and every node's targets."""
     d = scratch / "insecure"
     d.mkdir()
     a = Aggregator(d).start()
     try:
-        assert a.post(batch("any", "boot-i", 1, [target(1, {NOW - 5: {A: 1}})]), None)[0] == 200
+        assert a.post(batch("any", "boot-i", 1, [target(77, {NOW - 5: {A: 1}}, comm="svc")]),
+                      None)[0] == 200
         assert b"auth: OFF" in a.get("/status", None)[1]
         assert b"WARNING: --insecure" in a.log.read_bytes()
+        dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                              "--virtual-time-budget=5000", "--dump-dom", a.url + "/"],
+                             capture_output=True, timeout=60).stdout.decode()
+        assert '<h3>services</h3><a>svc</a><h3>node any</h3><a>pid 77</a>' in dom
     finally:
         a.stop()
