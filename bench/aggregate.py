@@ -10,7 +10,8 @@ with keep-alive connections post them; the figures are batches/s and samples/s f
 first post to the last answer, the aggregator's peak RSS (VmHWM) and the SQLite file's size.
 
     sudo bench/aggregate.py [NODES...]       # default: 100 1000
-Environment: ROUNDS (intervals per node, default 3), TARGETS (2), CONNS (16).
+Environment: ROUNDS (intervals per node; default 3,000 batches in all), TARGETS (2), CONNS (16), AGG_THREADS
+(the aggregator's --threads, 4).
 """
 import json
 import os
@@ -28,7 +29,7 @@ from fleet import Aggregator, batch, encode, HEADERS  # noqa: E402
 from common import status_kb  # noqa: E402
 
 APERTURE = Path(os.environ.get("APERTURE", REPO / "build" / "aperture"))
-ROUNDS = int(os.environ.get("ROUNDS", 3))
+ROUNDS = int(os.environ.get("ROUNDS", 0))  # 0: 3,000 batches whatever the fleet size
 TARGETS = int(os.environ.get("TARGETS", 2))
 CONNS = int(os.environ.get("CONNS", 16))
 INTERVAL_S = 10
@@ -68,10 +69,11 @@ def run(nodes, stacks, tmp):
     d = Path(tmp) / f"agg{nodes}"
     d.mkdir()
     tokens = "".join(f"tok{i} node node{i}\n" for i in range(nodes))
-    agg = Aggregator(d, tokens, extra=["--threads", "4"]).start()
-    now = int(time.time()) - ROUNDS * INTERVAL_S - 5
+    agg = Aggregator(d, tokens, extra=["--threads", os.environ.get("AGG_THREADS", "4")]).start()
+    rounds = ROUNDS or max(1, 3000 // nodes)
+    now = int(time.time()) - rounds * INTERVAL_S - 5
     bodies, samples = [], 0
-    for r in range(ROUNDS):
+    for r in range(rounds):
         for i in range(nodes):
             targets = [dict(pid=1000 + t, comm=f"svc{t}", labels={"service": f"svc{t}"},
                             profiles={"cpu": seconds_of(stacks, now + r * INTERVAL_S)})
@@ -106,7 +108,7 @@ def run(nodes, stacks, tmp):
     for t in threads:
         t.join()
     wall = time.monotonic() - t0
-    result = dict(nodes=nodes, batches=len(bodies), samples=samples, wall_s=round(wall, 2),
+    result = dict(nodes=nodes, rounds=rounds, batches=len(bodies), samples=samples, wall_s=round(wall, 2),
                   batches_per_s=round(len(bodies) / wall, 1),
                   samples_per_s=round(samples / wall),
                   bytes_per_batch=round(sum(len(b) for _, b in bodies) / len(bodies)),
@@ -137,7 +139,7 @@ def main():
                  else ""))
     stamp = time.strftime("%Y-%m-%dT%H%M%S")
     out = HERE / "results" / f"aggregate-{stamp}.json"
-    out.write_text(json.dumps(dict(rounds=ROUNDS, targets=TARGETS, conns=CONNS,
+    out.write_text(json.dumps(dict(targets=TARGETS, conns=CONNS,
                                    results=results), indent=1) + "\n")
 
 

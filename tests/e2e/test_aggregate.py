@@ -97,6 +97,28 @@ def test_duplicates_out_of_order_and_restart(scratch):
         a.stop()
 
 
+def test_concurrent_copies_count_once(agg):
+    """Twelve clients at once, each sending the same three batches: one copy of each is
+    applied, whichever group commit it lands in; the others are duplicates."""
+    import threading
+    bodies = [encode(batch("n2", "boot-c", seq, [target(800, {NOW - 40 - seq: {A: seq}})]))
+              for seq in (1, 2, 3)]
+    answers = []
+
+    def client():
+        for body in bodies:
+            answers.append(agg.post(body, "n2tok")[1])
+    threads = [threading.Thread(target=client) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(a.startswith(b'{"status":"applied"') for a in answers) == 3
+    assert answers.count(b'{"status":"duplicate"}') == 33
+    assert folded(agg.get("/nodes/n2/targets/800/cpu.folded", "alltok")[1]) == \
+        {"app;main;work": 6}
+
+
 def test_tokens(agg):
     b = batch("n1", "boot-t", 1, [target(400, {NOW - 5: {A: 1}})])
     assert agg.post(b, None)[0] == 401
