@@ -297,12 +297,19 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 	return err;
 }
 
-static const char *service_of(const Aperture__Sync__V1__Target *t)
+/* A target's service, as a directory name: its service label, else its comm; '/' and
+ * control characters become '_', "." and ".." get a leading '_'. */
+static void service_of(const Aperture__Sync__V1__Target *t, char *out, size_t size)
 {
+	const char *name = t->comm[0] ? t->comm : "unknown";
+
 	for (size_t i = 0; i < t->n_labels; i++)
 		if (!strcmp(t->labels[i]->key, "service") && t->labels[i]->value[0])
-			return t->labels[i]->value;
-	return t->comm[0] ? t->comm : "unknown";
+			name = t->labels[i]->value;
+	snprintf(out, size, "%s%s", !strcmp(name, ".") || !strcmp(name, "..") ? "_" : "", name);
+	for (char *p = out; *p; p++)
+		if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '_';
 }
 
 static char *labels_text(const Aperture__Sync__V1__Target *t)
@@ -402,12 +409,14 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 	};
 	sqlite3_stmt *st = s->q[Q_TARGET_ADD];
 	int64_t service, id;
+	char service_name[256];
 	uint32_t period = 0;
 	char *labels;
 	bool changed;
 	int err;
 
-	err = name_id(s, Q_SERVICE_ADD, Q_SERVICE_ID, service_of(t), &service);
+	service_of(t, service_name, sizeof(service_name));
+	err = name_id(s, Q_SERVICE_ADD, Q_SERVICE_ID, service_name, &service);
 	if (err)
 		return err;
 	for (size_t p = 0; p < t->n_profiles; p++)

@@ -149,6 +149,7 @@ def test_bad_input_is_refused_and_stores_nothing(agg):
     v2 = batch("n1", "boot-bad", 5, [target(500, {NOW - 5: {A: 1}})], version=2)
     badtype = batch("n1", "boot-bad", 6, [target(500, {NOW - 5: {A: 1}}, ptype="nope")])
     bomb = gzip.compress(b"\0" * (80 << 20))
+    dotdot = batch("..", "boot-bad", 7, [target(500, {NOW - 5: {A: 1}})])
     cases = [
         (b"not gzip at all", HEADERS, 400),
         (encode(good)[:-12], HEADERS, 400),                        # truncated
@@ -161,6 +162,7 @@ def test_bad_input_is_refused_and_stores_nothing(agg):
         (encode(deep), HEADERS, 413),
         (encode(badtype), HEADERS, 400),
         (b"x" * (33 << 20), HEADERS, 413),                           # past the body limit
+        (encode(dotdot), HEADERS, 400),                              # not a file name
     ]
     for body, headers, code in cases:
         status, reply = agg.post(body, "n1tok", headers)
