@@ -1,6 +1,7 @@
 """The aggregator: batches built here with known counts, POSTed to a real `aperture aggregate`
 on loopback, read back over HTTP and its FUSE mount."""
 import gzip
+import json
 import os
 import signal
 import subprocess
@@ -117,6 +118,39 @@ def test_concurrent_copies_count_once(agg):
     assert answers.count(b'{"status":"duplicate"}') == 33
     assert folded(agg.get("/nodes/n2/targets/800/cpu.folded", "alltok")[1]) == \
         {"app;main;work": 6}
+
+
+def test_latest_state_and_every_file(agg):
+    """Texts and statistics are the latest batch's, whatever order batches arrive in; the
+    JVM's profiles, syscalls, locks and blocking events come through the same views."""
+    def jvm(seq, status, with_data):
+        t = target(900, {NOW - 8: {("java", "Alloc.run"): 4096}}, ptype="alloc", comm="java",
+                   has_jvm=True, status=status, jvm_status=f"jvm {status}\n",
+                   deadlocks=f"deadlock {status}\n")
+        if with_data:
+            t["sys"] = [dict(kind=0, a=0, b=0, count=7, total_ns=7000, max_ns=2000,
+                             hist=[0] * 10 + [7]),
+                        dict(kind=1, addr=0x1234, a=5, holder="holder-thread",
+                             stack="java;Lock.wait", count=2, total_ns=3000000, max_ns=2000000)]
+            t["blocking"] = [dict(time_ns=(NOW - 8) * 10**9, dur_us=50000, tid=901,
+                                  thread="worker", stack=("java", "Sleep.run"))]
+        return batch("n1", "boot-j", seq, [t])
+    assert agg.post(jvm(2, "second", True), "n1tok")[0] == 200
+    assert agg.post(jvm(1, "first", False), "n1tok")[0] == 200  # late, older
+    base = "/nodes/n1/targets/900"
+    get = lambda p: agg.get(base + p, "alltok")[1]
+    assert get("/status") == b"second"
+    assert get("/jvm/status") == b"jvm second\n"
+    assert get("/threads/deadlocks") == b"deadlock second\n"
+    assert folded(get("/jvm/alloc.folded")) == {"java;Alloc.run": 8192}
+    calls = json.loads(get("/syscalls.json"))["syscalls"]
+    assert [(c["name"], c["count"], c["max_ns"]) for c in calls] == [("read", 7, 2000)]
+    assert b"holder-thread" in get("/locks.json")
+    assert b"Sleep.run" in get("/blocking.json") and b"worker" in get("/blocking.json")
+    assert (agg.mount / "nodes/n1/targets/900/jvm/alloc.folded").read_bytes() == \
+        get("/jvm/alloc.folded")
+    assert b'"jvm"' in agg.get(base, "alltok")[1]
+    assert b'"jvm"' not in agg.get("/nodes/n1/targets/100", "alltok")[1]
 
 
 def test_tokens(agg):
