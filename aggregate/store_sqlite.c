@@ -785,25 +785,17 @@ static int sqlite_target(struct agg_store *as, const char *node, pid_t pid,
 	int err;
 
 	pthread_mutex_lock(&s->rlock);
-	err = prepare(s, "SELECT t.pid, t.start_time, t.comm, t.exe, t.runtime, t.state,"
-			 " s.name, t.has_jvm, t.period_ns, t.first_seen, t.last_seen"
-			 " FROM targets t JOIN services s ON s.id = t.service_id"
-			 " WHERE t.id = " NEWEST_TARGET, &st);
+	err = prepare(s, "SELECT comm, state, has_jvm, period_ns, last_seen FROM targets"
+			 " WHERE id = " NEWEST_TARGET, &st);
 	if (!err) {
 		bind_text(st, 1, node);
 		sqlite3_bind_int(st, 2, pid);
 		if (sqlite3_step(st) == SQLITE_ROW) {
-			*out = (struct agg_target){ .pid = sqlite3_column_int(st, 0),
-				.start_time = sqlite3_column_int64(st, 1),
-				.has_jvm = sqlite3_column_int(st, 7),
-				.period_ns = sqlite3_column_int64(st, 8),
-				.first_seen = sqlite3_column_int64(st, 9),
-				.last_seen = sqlite3_column_int64(st, 10) };
-			column_str(st, 2, out->comm, sizeof(out->comm));
-			column_str(st, 3, out->exe, sizeof(out->exe));
-			column_str(st, 4, out->runtime, sizeof(out->runtime));
-			column_str(st, 5, out->state, sizeof(out->state));
-			column_str(st, 6, out->service, sizeof(out->service));
+			*out = (struct agg_target){ .has_jvm = sqlite3_column_int(st, 2),
+				.period_ns = sqlite3_column_int64(st, 3),
+				.last_seen = sqlite3_column_int64(st, 4) };
+			column_str(st, 0, out->comm, sizeof(out->comm));
+			column_str(st, 1, out->state, sizeof(out->state));
 		} else {
 			err = -ENOENT;
 		}
@@ -1198,8 +1190,7 @@ static int open_db(const char *path, int flags, sqlite3 **db, char *why, size_t 
 	return 0;
 }
 
-int agg_store_sqlite_open(const char *path, struct agg_store **out, char *why,
-			  size_t why_size)
+static int sqlite_open(const char *path, struct agg_store **out, char *why, size_t why_size)
 {
 	struct sqlite_store *s = calloc(1, sizeof(*s));
 	int err;
@@ -1238,10 +1229,10 @@ int agg_store_sqlite_open(const char *path, struct agg_store **out, char *why,
 int agg_store_open(const char *url, struct agg_store **out, char *why, size_t why_size)
 {
 	if (!strncmp(url, "sqlite:", 7))
-		return agg_store_sqlite_open(url + 7, out, why, why_size);
+		return sqlite_open(url + 7, out, why, why_size);
 	if (strstr(url, "://")) {
 		snprintf(why, why_size, "%s: unknown store (sqlite:PATH is)", url);
 		return -EINVAL;
 	}
-	return agg_store_sqlite_open(url, out, why, why_size);
+	return sqlite_open(url, out, why, why_size);
 }

@@ -2,7 +2,6 @@
 (sync/batch.proto, compiled with protoc at import time) and talking HTTP to it."""
 import gzip
 import http.client
-import os
 import signal
 import socket
 import subprocess
@@ -174,6 +173,3 @@ def folded(text):
             out[stack] = out.get(stack, 0) + int(n)
     return out
 
-
-def env_ok():
-    return os.geteuid() == 0
