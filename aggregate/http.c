@@ -282,10 +282,22 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	bool post = !strcmp(method, MHD_HTTP_METHOD_POST);
 
 	if (!rq) {
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
 		*con_cls = rq;
+		/* Said too long up front: answered before a byte of it is read. */
+		if (post && cl && strtoull(cl, NULL, 10) > AGG_MAX_BODY) {
+			rq->too_large = true;
+			return post_batch(g, c, rq);
+		}
+		return MHD_YES;
+	}
+	if (rq->too_large && post && *upload_data_size) {
+		*upload_data_size = 0; /* the answer is queued: drop the rest */
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
