@@ -152,6 +152,17 @@ def test_latest_state_and_every_file(agg):
     assert b'"jvm"' not in agg.get("/nodes/n1/targets/100", "alltok")[1]
 
 
+def test_a_reused_pid_shows_its_newest_incarnation(agg):
+    old = target(1200, {NOW - 50: {A: 9}}, start_time=100, comm="old")
+    new = target(1200, {NOW - 20: {B: 2}}, start_time=5000, comm="new")
+    assert agg.post(batch("n2", "boot-p", 1, [old]), "n2tok")[0] == 200
+    assert agg.post(batch("n2", "boot-p", 2, [new]), "n2tok")[0] == 200
+    assert folded(agg.get("/nodes/n2/targets/1200/cpu.folded", "alltok")[1]) == \
+        {"app;main;idle": 2}
+    # each is its own service's, by comm
+    assert folded(agg.get("/services/old/cpu.folded", "alltok")[1]) == {"app;main;work": 9}
+
+
 def test_tokens(agg):
     b = batch("n1", "boot-t", 1, [target(400, {NOW - 5: {A: 1}})])
     assert agg.post(b, None)[0] == 401
