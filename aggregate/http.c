@@ -220,6 +220,17 @@ static int query_range(struct MHD_Connection *c, struct tree_range *r, char *why
 	return 0;
 }
 
+extern const char agg_index_html[];
+
+/* A browser asking for / gets a page over this same API; it holds no data itself. */
+static bool wants_page(struct MHD_Connection *c, const char *path)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							 MHD_HTTP_HEADER_ACCEPT);
+
+	return !strcmp(path, "/") && accept && strstr(accept, "text/html");
+}
+
 static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 				const char *path)
 {
@@ -231,6 +242,10 @@ static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 	int err;
 
 	atomic_fetch_add(&g->reads, 1);
+	if (wants_page(c, path)) {
+		data = strdup(agg_index_html);
+		return data ? answer(c, 200, "text/html; charset=utf-8", data, strlen(data)) : MHD_NO;
+	}
 	if (!g->insecure && !k)
 		return answer_error(c, 401, "missing or unknown bearer token");
 	if (!may_read(g, k, path))
@@ -267,10 +282,22 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	bool post = !strcmp(method, MHD_HTTP_METHOD_POST);
 
 	if (!rq) {
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
 		*con_cls = rq;
+		/* Said too long up front: answered before a byte of it is read. */
+		if (post && cl && strtoull(cl, NULL, 10) > AGG_MAX_BODY) {
+			rq->too_large = true;
+			return post_batch(g, c, rq);
+		}
+		return MHD_YES;
+	}
+	if (rq->too_large && post && *upload_data_size) {
+		*upload_data_size = 0; /* the answer is queued: drop the rest */
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
@@ -316,22 +343,6 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(rq->body);
 	free(rq);
 	*con_cls = NULL;
-}
-
-static char *read_whole(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0;
-
-	if (!f)
-		return NULL;
-	if (getdelim(&buf, &len, 0, f) < 0) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
 }
 
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
@@ -383,8 +394,8 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	if (opt->tls_cert || opt->tls_key) {
-		h->cert = opt->tls_cert ? read_whole(opt->tls_cert) : NULL;
-		h->key = opt->tls_key ? read_whole(opt->tls_key) : NULL;
+		h->cert = opt->tls_cert ? secret_file_read(opt->tls_cert) : NULL;
+		h->key = opt->tls_key ? secret_file_read(opt->tls_key) : NULL;
 		if (!h->cert || !h->key) {
 			snprintf(why, why_size, "--tls-cert and --tls-key: both PEM files, readable");
 			err = -EINVAL;

@@ -99,6 +99,19 @@ static int check_times(const struct aggregator *g, const WireBatch *b, int64_t n
 	return -1;
 }
 
+/* A node's name is a directory's in the tree: no '/', not "." or "..", printable. */
+static bool valid_name(const char *s)
+{
+	size_t len = strlen(s);
+
+	if (!len || len > 255 || !strcmp(s, ".") || !strcmp(s, ".."))
+		return false;
+	for (; *s; s++)
+		if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
 int aggregator_ingest(struct aggregator *g, const struct token *k, const char *content_type,
 		      const char *version, const uint8_t *body, size_t len, char *reply,
 		      size_t reply_size)
@@ -134,6 +147,11 @@ int aggregator_ingest(struct aggregator *g, const struct token *k, const char *c
 	}
 	if (err)
 		return reject(g, AGG_REJECT_MALFORMED, why, reply, reply_size);
+	if (!valid_name(b->node)) {
+		wire_free(b);
+		return reject(g, AGG_REJECT_MALFORMED, "a node's name must be a file name: no '/', "
+			      "not . or .., no control characters, 1..255 bytes", reply, reply_size);
+	}
 	if (!g->insecure && strcmp(token_node(k), b->node)) {
 		snprintf(why, sizeof(why), "this token uploads as node %s, not %s", token_node(k),
 			 b->node);

@@ -36,13 +36,12 @@ struct agg_query {
 	int64_t from, until;
 };
 
+/* What the tree says of a target besides its texts. */
 struct agg_target {
-	pid_t pid;
-	uint64_t start_time;
-	char comm[64], exe[256], runtime[16], state[16], service[128];
+	char comm[64], state[16];
 	bool has_jvm;
-	uint32_t period_ns;
-	int64_t first_seen, last_seen; /* unix seconds the aggregator received it */
+	uint32_t period_ns;  /* of its cpu profile, as last sent */
+	int64_t last_seen;   /* unix seconds the aggregator last received it */
 };
 
 struct agg_node_status {
@@ -103,8 +102,5 @@ struct agg_store {
 /* Opens the store a URL names: sqlite:PATH, or a bare path (SQLite). -EINVAL for an unknown
  * scheme, with why filled. */
 int agg_store_open(const char *url, struct agg_store **out, char *why, size_t why_size);
-
-int agg_store_sqlite_open(const char *path, struct agg_store **out, char *why,
-			  size_t why_size);
 
 #endif

@@ -1,6 +1,10 @@
 /* The embedded store: one SQLite file (WAL), a writer connection for batches and a reader
  * connection for the tree, so a long read never holds up ingest.
  *
+ * Batches arriving together are applied in one transaction (group commit), each under its
+ * own savepoint with its id, so a batch is still all or nothing and a duplicate changes
+ * nothing, while one fsync acknowledges them all.
+ *
  * Stacks are stored once, by a stable 64-bit hash (FNV-1a) of their frame names; frames once
  * by name, with the first frame info given for it, as store/profile.c does. Samples are keyed
  * (target incarnation, profile type, second, stack) and summed on conflict. */
@@ -53,7 +57,7 @@ static const char schema[] =
 
 /* The statements of one batch's apply, prepared once. */
 enum {
-	Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NODE_ADD, Q_NODE_ID, Q_DUPLICATE, Q_BATCH_ADD,
+	Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_SAVEPOINT, Q_ROLLBACK_TO, Q_RELEASE, Q_NODE_ADD, Q_NODE_ID, Q_DUPLICATE, Q_BATCH_ADD,
 	Q_BOOT_ADD, Q_BOOT_ORD, Q_NODE_STATUS, Q_NODE_COUNT, Q_SERVICE_ADD, Q_SERVICE_ID,
 	Q_TARGET_ADD, Q_TARGET_ID, Q_FRAME_ADD, Q_FRAME_ID, Q_STACK_ADD, Q_SAMPLE_ADD, Q_TEXT_SET,
 	Q_SYS_DEL, Q_SYS_ADD, Q_BLOCKING_ADD, Q_NR,
@@ -63,6 +67,9 @@ static const char *const apply_sql[Q_NR] = {
 	[Q_BEGIN] = "BEGIN IMMEDIATE",
 	[Q_COMMIT] = "COMMIT",
 	[Q_ROLLBACK] = "ROLLBACK",
+	[Q_SAVEPOINT] = "SAVEPOINT batch",
+	[Q_ROLLBACK_TO] = "ROLLBACK TO batch",
+	[Q_RELEASE] = "RELEASE batch",
 	[Q_NODE_ADD] = "INSERT OR IGNORE INTO nodes(name) VALUES(?1)",
 	[Q_NODE_ID] = "SELECT id FROM nodes WHERE name = ?1",
 	[Q_DUPLICATE] = "UPDATE nodes SET duplicates = duplicates + 1 WHERE name = ?1",
@@ -114,10 +121,26 @@ struct frame_id {
 	char name[];
 };
 
+/* A batch waiting for the group it is committed with. */
+struct apply_job {
+	const WireBatch *b;
+	int64_t now;
+	struct agg_apply_result *r;
+	int err;
+	bool done;
+	struct apply_job *next;
+};
+
+#define GROUP_MAX 64
+
 struct sqlite_store {
 	struct agg_store base;
 	sqlite3 *w, *r;                /* writer, reader */
 	pthread_mutex_t wlock, rlock;
+	pthread_mutex_t qlock;         /* queue, leading */
+	pthread_cond_t group_done;
+	struct apply_job *queue, **queue_tail;
+	bool leading;                  /* a thread is applying a group */
 	sqlite3_stmt *q[Q_NR];
 	struct frame_id *frames;       /* under wlock */
 	size_t nframes;
@@ -274,12 +297,19 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 	return err;
 }
 
-static const char *service_of(const Aperture__Sync__V1__Target *t)
+/* A target's service, as a directory name: its service label, else its comm; '/' and
+ * control characters become '_', "." and ".." get a leading '_'. */
+static void service_of(const Aperture__Sync__V1__Target *t, char *out, size_t size)
 {
+	const char *name = t->comm[0] ? t->comm : "unknown";
+
 	for (size_t i = 0; i < t->n_labels; i++)
 		if (!strcmp(t->labels[i]->key, "service") && t->labels[i]->value[0])
-			return t->labels[i]->value;
-	return t->comm[0] ? t->comm : "unknown";
+			name = t->labels[i]->value;
+	snprintf(out, size, "%s%s", !strcmp(name, ".") || !strcmp(name, "..") ? "_" : "", name);
+	for (char *p = out; *p; p++)
+		if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '_';
 }
 
 static char *labels_text(const Aperture__Sync__V1__Target *t)
@@ -379,12 +409,14 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 	};
 	sqlite3_stmt *st = s->q[Q_TARGET_ADD];
 	int64_t service, id;
+	char service_name[256];
 	uint32_t period = 0;
 	char *labels;
 	bool changed;
 	int err;
 
-	err = name_id(s, Q_SERVICE_ADD, Q_SERVICE_ID, service_of(t), &service);
+	service_of(t, service_name, sizeof(service_name));
+	err = name_id(s, Q_SERVICE_ADD, Q_SERVICE_ID, service_name, &service);
 	if (err)
 		return err;
 	for (size_t p = 0; p < t->n_profiles; p++)
@@ -550,31 +582,81 @@ static int apply_locked(struct sqlite_store *s, const WireBatch *b, int64_t now,
 	return err;
 }
 
+/* One batch of a group, under its savepoint: applied whole, or rolled back to nothing. */
+static void apply_one(struct sqlite_store *s, struct apply_job *j)
+{
+	*j->r = (struct agg_apply_result){0};
+	j->err = step(s->q[Q_SAVEPOINT], NULL);
+	if (j->err)
+		return;
+	j->err = apply_locked(s, j->b, j->now, j->r);
+	if (j->err || j->r->duplicate) {
+		step(s->q[Q_ROLLBACK_TO], NULL);
+		/* Frames rolled back may be cached with ids that are gone. */
+		if (j->err)
+			frame_cache_clear(s);
+	}
+	step(s->q[Q_RELEASE], NULL);
+	if (!j->err && j->r->duplicate) {
+		bind_text(s->q[Q_DUPLICATE], 1, j->b->node);
+		step(s->q[Q_DUPLICATE], NULL);
+	}
+}
+
+static void apply_group(struct sqlite_store *s, struct apply_job *group)
+{
+	int err;
+
+	pthread_mutex_lock(&s->wlock);
+	err = step(s->q[Q_BEGIN], NULL);
+	for (struct apply_job *j = group; !err && j; j = j->next)
+		apply_one(s, j);
+	if (!err)
+		err = step(s->q[Q_COMMIT], NULL);
+	if (err) {
+		step(s->q[Q_ROLLBACK], NULL);
+		frame_cache_clear(s);
+		for (struct apply_job *j = group; j; j = j->next)
+			j->err = err;
+	}
+	pthread_mutex_unlock(&s->wlock);
+}
+
+/* Leader and followers: the first batch to find no group being applied applies every batch
+ * queued by then (its own included); the others wait for the group that holds theirs. */
 static int sqlite_apply(struct agg_store *as, const WireBatch *b, int64_t now,
 			struct agg_apply_result *r)
 {
 	struct sqlite_store *s = of(as);
-	int err;
+	struct apply_job job = { .b = b, .now = now, .r = r }, *group, *j, **cut;
+	int n;
 
-	*r = (struct agg_apply_result){0};
-	pthread_mutex_lock(&s->wlock);
-	err = step(s->q[Q_BEGIN], NULL);
-	if (!err)
-		err = apply_locked(s, b, now, r);
-	if (!err && r->duplicate) {
-		step(s->q[Q_ROLLBACK], NULL);
-		bind_text(s->q[Q_DUPLICATE], 1, b->node);
-		step(s->q[Q_DUPLICATE], NULL);
-	} else if (!err) {
-		err = step(s->q[Q_COMMIT], NULL);
+	pthread_mutex_lock(&s->qlock);
+	*s->queue_tail = &job;
+	s->queue_tail = &job.next;
+	while (!job.done) {
+		if (s->leading) {
+			pthread_cond_wait(&s->group_done, &s->qlock);
+			continue;
+		}
+		s->leading = true;
+		group = s->queue;
+		for (cut = &s->queue, n = 0; *cut && n < GROUP_MAX; cut = &(*cut)->next, n++)
+			;
+		s->queue = *cut;
+		*cut = NULL;
+		if (!s->queue)
+			s->queue_tail = &s->queue;
+		pthread_mutex_unlock(&s->qlock);
+		apply_group(s, group);
+		pthread_mutex_lock(&s->qlock);
+		for (j = group; j; j = j->next)
+			j->done = true;
+		s->leading = false;
+		pthread_cond_broadcast(&s->group_done);
 	}
-	if (err) {
-		step(s->q[Q_ROLLBACK], NULL);
-		/* The rolled back frames may be cached with ids that are gone. */
-		frame_cache_clear(s);
-	}
-	pthread_mutex_unlock(&s->wlock);
-	return err;
+	pthread_mutex_unlock(&s->qlock);
+	return job.err;
 }
 
 /* Read side: statements prepared per call on the reader connection, under rlock. */
@@ -703,25 +785,17 @@ static int sqlite_target(struct agg_store *as, const char *node, pid_t pid,
 	int err;
 
 	pthread_mutex_lock(&s->rlock);
-	err = prepare(s, "SELECT t.pid, t.start_time, t.comm, t.exe, t.runtime, t.state,"
-			 " s.name, t.has_jvm, t.period_ns, t.first_seen, t.last_seen"
-			 " FROM targets t JOIN services s ON s.id = t.service_id"
-			 " WHERE t.id = " NEWEST_TARGET, &st);
+	err = prepare(s, "SELECT comm, state, has_jvm, period_ns, last_seen FROM targets"
+			 " WHERE id = " NEWEST_TARGET, &st);
 	if (!err) {
 		bind_text(st, 1, node);
 		sqlite3_bind_int(st, 2, pid);
 		if (sqlite3_step(st) == SQLITE_ROW) {
-			*out = (struct agg_target){ .pid = sqlite3_column_int(st, 0),
-				.start_time = sqlite3_column_int64(st, 1),
-				.has_jvm = sqlite3_column_int(st, 7),
-				.period_ns = sqlite3_column_int64(st, 8),
-				.first_seen = sqlite3_column_int64(st, 9),
-				.last_seen = sqlite3_column_int64(st, 10) };
-			column_str(st, 2, out->comm, sizeof(out->comm));
-			column_str(st, 3, out->exe, sizeof(out->exe));
-			column_str(st, 4, out->runtime, sizeof(out->runtime));
-			column_str(st, 5, out->state, sizeof(out->state));
-			column_str(st, 6, out->service, sizeof(out->service));
+			*out = (struct agg_target){ .has_jvm = sqlite3_column_int(st, 2),
+				.period_ns = sqlite3_column_int64(st, 3),
+				.last_seen = sqlite3_column_int64(st, 4) };
+			column_str(st, 0, out->comm, sizeof(out->comm));
+			column_str(st, 1, out->state, sizeof(out->state));
 		} else {
 			err = -ENOENT;
 		}
@@ -1083,6 +1157,8 @@ static void sqlite_close(struct agg_store *as)
 	sqlite3_close(s->r);
 	pthread_mutex_destroy(&s->wlock);
 	pthread_mutex_destroy(&s->rlock);
+	pthread_mutex_destroy(&s->qlock);
+	pthread_cond_destroy(&s->group_done);
 	free(s);
 }
 
@@ -1114,8 +1190,7 @@ static int open_db(const char *path, int flags, sqlite3 **db, char *why, size_t 
 	return 0;
 }
 
-int agg_store_sqlite_open(const char *path, struct agg_store **out, char *why,
-			  size_t why_size)
+static int sqlite_open(const char *path, struct agg_store **out, char *why, size_t why_size)
 {
 	struct sqlite_store *s = calloc(1, sizeof(*s));
 	int err;
@@ -1126,6 +1201,9 @@ int agg_store_sqlite_open(const char *path, struct agg_store **out, char *why,
 	snprintf(s->base.url, sizeof(s->base.url), "sqlite:%s", path);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->rlock, NULL);
+	pthread_mutex_init(&s->qlock, NULL);
+	pthread_cond_init(&s->group_done, NULL);
+	s->queue_tail = &s->queue;
 	err = open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->w, why, why_size);
 	/* FULL: a batch acknowledged is on disk, or the node would drop what we then lose. */
 	if (!err && (exec(s->w, schema) || exec(s->w, "PRAGMA synchronous=FULL"))) {
@@ -1151,10 +1229,10 @@ int agg_store_sqlite_open(const char *path, struct agg_store **out, char *why,
 int agg_store_open(const char *url, struct agg_store **out, char *why, size_t why_size)
 {
 	if (!strncmp(url, "sqlite:", 7))
-		return agg_store_sqlite_open(url + 7, out, why, why_size);
+		return sqlite_open(url + 7, out, why, why_size);
 	if (strstr(url, "://")) {
 		snprintf(why, why_size, "%s: unknown store (sqlite:PATH is)", url);
 		return -EINVAL;
 	}
-	return agg_store_sqlite_open(url, out, why, why_size);
+	return sqlite_open(url, out, why, why_size);
 }

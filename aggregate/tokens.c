@@ -146,6 +146,31 @@ out:
 	return 0;
 }
 
+char *secret_file_read(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL, *s, *e;
+	size_t len = 0;
+
+	if (!f)
+		return NULL;
+	if (getdelim(&buf, &len, 0, f) < 0) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (!buf)
+		return NULL;
+	for (s = buf; *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'; s++)
+		;
+	for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
+					  e[-1] == '\t'); e--)
+		;
+	memmove(buf, s, e - s);
+	buf[e - s] = 0;
+	return buf;
+}
+
 /* Compares every byte whatever the first difference, so timing tells nothing. */
 static bool same_secret(const char *a, const char *b)
 {

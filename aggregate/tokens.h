@@ -14,6 +14,10 @@
 struct token;
 struct tokens;
 
+/* The whole of a file holding a secret (a token, a TLS key), whitespace around it trimmed;
+ * NULL (errno set) when unreadable. The caller frees it. */
+char *secret_file_read(const char *path);
+
 /* Loads path; on a bad line -EINVAL with why saying which. */
 int tokens_load(const char *path, struct tokens **out, char *why, size_t why_size);
 void tokens_free(struct tokens *t);

@@ -63,16 +63,20 @@ static void *retain_loop(void *arg)
 	return NULL;
 }
 
-static int wait_for_stop(void)
+/* Blocks, in this thread and every thread started after, SIGHUP (the retainer's) and, when
+ * no FUSE loop will catch them, SIGINT and SIGTERM (sigwait'ed by stop_signals). */
+static void block_signals(bool fuse, sigset_t *stop)
 {
 	sigset_t set;
-	int sig;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
+	sigemptyset(stop);
+	sigaddset(stop, SIGINT);
+	sigaddset(stop, SIGTERM);
+	set = *stop;
+	if (fuse)
+		sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	return sigwait(&set, &sig);
 }
 
 int aggregate_main(int argc, char **argv)
@@ -101,8 +105,8 @@ int aggregate_main(int argc, char **argv)
 	bool insecure = false, retaining = false;
 	unsigned retention = AGG_RETENTION_DAYS_MAX;
 	char why[512] = "";
-	sigset_t hup;
-	int c, err;
+	sigset_t stop;
+	int c, err, sig;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -148,10 +152,7 @@ int aggregate_main(int argc, char **argv)
 	g.tls = hopt.tls_cert != NULL;
 	if (aggregator_retain(&g, time(NULL)))
 		fprintf(stderr, "aperture: retention pass failed\n");
-	/* SIGHUP is the retainer's, in every thread the server starts. */
-	sigemptyset(&hup);
-	sigaddset(&hup, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &hup, NULL);
+	block_signals(mnt != NULL, &stop);
 	ret.g = &g;
 	retaining = !pthread_create(&ret.thread, NULL, retain_loop, &ret);
 	err = agg_http_start(&g, &hopt, &http, why, sizeof(why));
@@ -171,7 +172,7 @@ int aggregate_main(int argc, char **argv)
 			fprintf(stderr, "aperture: mount %s: %s\n", mnt, strerror(-err));
 		fs_unmount(fs);
 	} else {
-		err = wait_for_stop();
+		err = sigwait(&stop, &sig) ? -EINTR : 0;
 	}
 out:
 	agg_http_stop(http);
@@ -184,31 +185,6 @@ out:
 	store->ops->close(store);
 	tokens_free(tokens);
 	return err ? 1 : 0;
-}
-
-static char *read_token(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf = NULL, *s, *e;
-	size_t len = 0;
-
-	if (!f)
-		return NULL;
-	if (getdelim(&buf, &len, 0, f) < 0) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (!buf)
-		return NULL;
-	for (s = buf; *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'; s++)
-		;
-	for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
-					  e[-1] == '\t'); e--)
-		;
-	memmove(buf, s, e - s);
-	buf[e - s] = 0;
-	return buf;
 }
 
 static size_t write_out(char *data, size_t size, size_t n, void *f)
@@ -251,7 +227,7 @@ int fetch_main(int argc, char **argv)
 		fprintf(stderr, "Usage: aperture fetch [--token-file F] [--cacert F] URL [PATH]\n");
 		return 2;
 	}
-	if (token_file && !(token = read_token(token_file))) {
+	if (token_file && !(token = secret_file_read(token_file))) {
 		fprintf(stderr, "aperture: %s: cannot read the token\n", token_file);
 		return 1;
 	}

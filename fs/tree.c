@@ -297,8 +297,6 @@ int tree_walk(const struct tree *t, const char *path, struct node_ref *out)
 			if (!strcmp(name, ".."))
 				return -ENOENT;
 			err = tree_lookup(t, &dir, name, out);
-			if (!err)
-				out->range = dir.range;
 		}
 		path += len + (path[len] == '/');
 	}

@@ -2,7 +2,6 @@
 (sync/batch.proto, compiled with protoc at import time) and talking HTTP to it."""
 import gzip
 import http.client
-import os
 import signal
 import socket
 import subprocess
@@ -30,8 +29,10 @@ def free_port():
 
 
 def batch(node, boot_id, seq, targets, created=None, node_status=None, version=1):
-    """A Batch. targets: dicts with pid, start_time, comm, labels ({k: v}), and profiles
-    {type: {sec: {(frame, ...): count}}}, plus any other Target field by name."""
+    """A Batch. targets: dicts with pid, start_time, comm, labels ({k: v}), profiles
+    {type: {sec: {(frame, ...): count}}}, sys [{kind, a, b, addr, holder, stack, count,
+    total_ns, max_ns, hist}], blocking [{time_ns, dur_us, tid, thread, stack: (frames)}], and
+    the text fields (status, deadlocks, ...) by name."""
     b = batch_pb2.Batch(version=version, node=node, boot_id=boot_id, seq=seq,
                         created_unix=created or int(time.time()), part=0, parts=1)
     strings, frames, stacks = {"": 0}, {}, {}
@@ -61,9 +62,22 @@ def batch(node, boot_id, seq, targets, created=None, node_status=None, version=1
                            kernel_boot_id=t.get("kernel_boot_id", "k1"))
         for k, v in t.get("labels", {}).items():
             pt.labels.add(key=k, value=v)
-        for field in ("status", "deadlocks", "threads_dump", "threads_busy", "exe"):
+        for field in ("status", "deadlocks", "deadlocks_json", "threads_dump", "threads_busy",
+                      "exe", "jvm_status", "has_jvm", "runtime"):
             if field in t:
                 setattr(pt, field, t[field])
+        if "sys" in t:
+            pt.sys.SetInParent()
+            for row in t["sys"]:
+                row = dict(row)
+                for key in ("holder", "stack"):
+                    if key in row:
+                        row[key] = string(row[key])
+                pt.sys.rows.add(**row)
+        for ev in t.get("blocking", []):
+            ev = dict(ev)
+            ev["stack"] = stack(tuple(ev["stack"]))
+            pt.blocking.add(**ev)
         for ptype, secs in t.get("profiles", {}).items():
             pr = pt.profiles.add(type=ptype, unit="samples",
                                  period_ns=10101010 if ptype == "cpu" else 0)
@@ -159,6 +173,3 @@ def folded(text):
             out[stack] = out.get(stack, 0) + int(n)
     return out
 
-
-def env_ok():
-    return os.geteuid() == 0
