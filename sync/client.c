@@ -22,6 +22,7 @@
 #define BACKOFF_FIRST_S 1.0
 #define BACKOFF_MAX_S 60.0
 #define RETRY_AFTER_MAX_S 3600
+#define REJECT_CODES 8 /* distinct answers counted apart; the last slot takes the rest */
 
 struct sync_client {
 	struct aperture *a;
@@ -52,6 +53,7 @@ struct sync_client {
 	int64_t last_success;    /* unix seconds, 0 = never */
 	int64_t shipped_until;   /* every count of a second before it is in a batch */
 	uint64_t sent, rejected;
+	struct { long http; uint64_t n; } rejected_by[REJECT_CODES];
 	uint64_t bytes_sent;     /* bodies acknowledged: what sync costs on the wire */
 	double backoff_s;
 	struct timespec next_try; /* monotonic: no attempt before */
@@ -323,6 +325,21 @@ static bool due_locked(struct sync_client *c)
 	       (now.tv_sec == c->next_try.tv_sec && now.tv_nsec >= c->next_try.tv_nsec);
 }
 
+/* Batches refused for good, by the HTTP status of the answer. */
+static void count_rejected_locked(struct sync_client *c, long http)
+{
+	int i;
+
+	for (i = 0; i < REJECT_CODES - 1; i++)
+		if (!c->rejected_by[i].n || c->rejected_by[i].http == http)
+			break;
+	if (!c->rejected_by[i].n)
+		c->rejected_by[i].http = http;
+	else if (c->rejected_by[i].http != http)
+		c->rejected_by[i].http = 0; /* the last slot: other answers */
+	c->rejected_by[i].n++;
+}
+
 static void *uploader_main(void *arg)
 {
 	struct sync_client *c = arg;
@@ -378,6 +395,7 @@ static void *uploader_main(void *arg)
 			/* Permanent: this batch can never be applied; the others go on. */
 			spool_done(c->spool, name);
 			c->rejected++;
+			count_rejected_locked(c, res.http);
 			c->retrying[0] = 0;
 			snprintf(c->refused, sizeof(c->refused), "%s", res.reason);
 			snprintf(c->last_error, sizeof(c->last_error), "batch %.90s refused: %.140s", name,
@@ -491,6 +509,15 @@ void sync_client_status(struct sync_client *c, FILE *out)
 	fprintf(out, "sync_dropped_cpu_samples: %llu\n", (unsigned long long)st.dropped_samples);
 	print_time(out, "sync_oldest_dropped", st.oldest_dropped, "none");
 	fprintf(out, "sync_batches_rejected: %llu\n", (unsigned long long)c->rejected);
+	fprintf(out, "sync_rejected_by_answer:%s", c->rejected ? "" : " none");
+	for (int i = 0; i < REJECT_CODES && c->rejected_by[i].n; i++) {
+		if (c->rejected_by[i].http)
+			fprintf(out, " %ld=%llu", c->rejected_by[i].http,
+				(unsigned long long)c->rejected_by[i].n);
+		else
+			fprintf(out, " other=%llu", (unsigned long long)c->rejected_by[i].n);
+	}
+	fputc('\n', out);
 	fprintf(out, "sync_last_error: %s\n", c->last_error[0] ? c->last_error : "none");
 	pthread_mutex_unlock(&c->lock);
 }

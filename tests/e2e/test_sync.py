@@ -214,6 +214,11 @@ def stop_and_check_mirrored(fleet, procs, comm):
     wait_for(lambda: all(nodes[name].shipped_all(after) for name in procs), 40,
              "the nodes to ship every second")
     mine = [check_mirrored(agg, nodes[name], p.pid) for name, p in procs.items()]
+    # Latest-state files too: the status, deadlocks and system call statistics as last sent.
+    for name, p in procs.items():
+        for f in ("status", "threads/deadlocks", "syscalls.json"):
+            code, body = agg.curl(f"/nodes/{name}/targets/{p.pid}/{f}")
+            assert (code, body.decode()) == (200, read(nodes[name].target(p.pid) / f)), f
     # Real profiles of the workload, not empty ones.
     assert all(total(f) > 20 for f in mine), [total(f) for f in mine]
     assert agg.folded(f"/services/{comm}/cpu.folded") == sum_folded(*mine)
@@ -308,6 +313,7 @@ def test_spool_too_small_drops_the_oldest_counted_and_the_rest_is_exact(
     assert dropped > 0 and theirs == mine - dropped, (mine, theirs, st)
     assert st["sync_oldest_dropped"] != "none", st
     assert st["sync_batches_rejected"] == "1" and "HTTP 400" in st["sync_last_error"], st
+    assert st["sync_rejected_by_answer"] == "400=1", st
     code, body = agg.curl("/nodes/n3/status")
     assert code == 200 and b"batches_dropped: " in body and b"batches_dropped: 0\n" not in body
     n3.stop()
