@@ -767,7 +767,8 @@ static int add_texts(struct build *bd, struct aperture *a, const struct target_r
 		     struct seen *s, struct record_msgs *m, bool changed, bool refresh)
 {
 	char *texts[TEXT_NR] = {0};
-	bool live = r->state != TARGET_EXITED;
+	/* Threads are read from the process, which costs: only while it is profiled. */
+	bool live = r->state == TARGET_ENABLED;
 	bool slow = bd->sb->runs % SLOW_EVERY == 1;
 	int err = 0;
 
