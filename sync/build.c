@@ -776,7 +776,9 @@ static int add_texts(struct build *bd, struct aperture *a, const struct target_r
 		bool want = i == TEXT_STATUS ||
 			    (live && (i == TEXT_DEADLOCKS || i == TEXT_DEADLOCKS_JSON)) ||
 			    (live && r->jvm && i == TEXT_JVM) ||
-			    (live && r->jvm && slow && (i == TEXT_DUMP || i == TEXT_BUSY));
+			    /* the first time, then at the slow pace */
+			    (live && r->jvm && (slow || !s->text_hash[i]) &&
+			     (i == TEXT_DUMP || i == TEXT_BUSY));
 		uint64_t h;
 
 		if (!want)

@@ -16,6 +16,7 @@ import pytest
 
 from helpers import (APERTURE, WORKLOADS, Daemon, parse_folded, parse_status, read, wait_for,
                      write, write_errno)
+from test_jvm import JAVA_SRC, Jvm, enable_and_attach
 
 TAG = f"aps{os.getpid() % 100000}"
 AGG_NS = f"{TAG}a"
@@ -369,3 +370,33 @@ def test_https_with_the_aggregators_own_ca(fleet, workloads, scratch):
     finally:
         n3.kill()
         tls.kill()
+
+
+def test_a_jvms_profiles_and_thread_snapshots_mirrored(fleet, scratch):
+    """Hot.java: an allocating thread and three threads contending for one monitor. Its cpu,
+    alloc, alloc_objects and monitors profiles arrive exactly; its thread dump and JVM
+    status as they were while it was profiled."""
+    agg, nodes = fleet
+    n1 = nodes["n1"]
+    classes = scratch / "classes"
+    subprocess.run(["javac", "-d", str(classes), str(JAVA_SRC / "Hot.java")], check=True)
+    jvm = Jvm(classes, "Hot").wait_ready()
+    try:
+        enable_and_attach(n1, jvm.pid)
+        jdir = n1.target(jvm.pid) / "jvm"
+        wait_for(lambda: read(jdir / "alloc.folded") and read(jdir / "monitors.folded"), 15,
+                 "allocation and monitor samples")
+        write(n1.target(jvm.pid) / "enable", "0")
+        after = time.time()
+        wait_for(lambda: n1.shipped_all(after), 20, "n1 to ship every second")
+        for f in ("cpu.folded", "jvm/alloc.folded", "jvm/alloc_objects.folded",
+                  "jvm/monitors.folded"):
+            mine = parse_folded(read(n1.target(jvm.pid) / f))
+            assert total(mine) > 0, f
+            assert agg.folded(f"/nodes/n1/targets/{jvm.pid}/{f}") == mine, f
+        code, body = agg.curl(f"/nodes/n1/targets/{jvm.pid}/threads/dump")
+        assert code == 200 and b'"allocator"' in body, body[:300]
+        code, body = agg.curl(f"/nodes/n1/targets/{jvm.pid}/jvm/status")
+        assert code == 200 and b"state: attached" in body, body[:300]
+    finally:
+        jvm.kill()
