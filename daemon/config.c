@@ -41,7 +41,9 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	/* For a JVM where no code may be loaded: native profiling only, nothing attached. */
 	[CONFIG_JVM_ATTACH] = { "jvm_attach", 0, 1, 1, "(0 native profiling only, 1 attach)" },
 	[CONFIG_SYNC] = { "sync", .unit = "an aggregator's URL, or empty", .string = true },
-	[CONFIG_SYNC_INTERVAL_S] = { "sync_interval_s", 1, 3600, 10, "seconds" },
+	/* Each second must be shipped while the store still has it by itself: it keeps
+	 * per-second counts for the last minute (then 10-second groups). */
+	[CONFIG_SYNC_INTERVAL_S] = { "sync_interval_s", 1, 30, 10, "seconds" },
 	/* Unacknowledged batches kept on disk; past it the oldest are dropped, counted. */
 	[CONFIG_SYNC_SPOOL_MB] = { "sync_spool_mb", 1, 1 << 20, 64, "MiB" },
 };
