@@ -115,9 +115,20 @@ static int read_token(const char *path, char **out, char *why, size_t whylen)
 	return *out ? 0 : -ENOMEM;
 }
 
+/* path made absolute: the daemon leaves its working directory when it detaches. */
+static int absolute(const char *path, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+
+	if (path[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+		return snprintf(out, len, "%s", path) < (int)len ? 0 : -ENAMETOOLONG;
+	return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
 int sync_client_new(struct aperture *a, const struct sync_options *o, struct sync_client **out,
 		    char *why, size_t whylen)
 {
+	char ca_path[PATH_MAX];
 	struct sync_client *c = calloc(1, sizeof(*c));
 	unsigned char rnd[16];
 	int err;
@@ -147,13 +158,16 @@ int sync_client_new(struct aperture *a, const struct sync_options *o, struct syn
 	}
 	if (o->token_file && (err = read_token(o->token_file, &c->token, why, whylen)))
 		goto fail;
-	if (o->ca_file && !(c->ca_file = strdup(o->ca_file))) {
-		err = -ENOMEM;
+	if (o->ca_file && ((err = absolute(o->ca_file, ca_path, sizeof(ca_path))) ||
+			   !(c->ca_file = strdup(ca_path)))) {
+		snprintf(why, whylen, "--sync-ca: %s", strerror(err ? -err : ENOMEM));
+		err = err ?: -ENOMEM;
 		goto fail;
 	}
-	if (o->spool_dir)
-		snprintf(c->spool_dir, sizeof(c->spool_dir), "%s", o->spool_dir);
-	else
+	if (o->spool_dir && (err = absolute(o->spool_dir, c->spool_dir, sizeof(c->spool_dir)))) {
+		snprintf(why, whylen, "--spool-dir: %s", strerror(-err));
+		goto fail;
+	} else if (!o->spool_dir)
 		snprintf(c->spool_dir, sizeof(c->spool_dir), SYNC_SPOOL_ROOT "/%s", c->node);
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
 		snprintf(why, whylen, "getrandom: %s", strerror(errno));
