@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "aggregate/metrics.h"
 #include "aggregate/store.h"
 #include "aggregate/tokens.h"
 #include "fs/tree.h"
@@ -44,6 +45,14 @@ struct aggregator {
 
 	_Atomic uint64_t applied, duplicates, samples, rejected[AGG_REJECT_NR];
 	_Atomic uint64_t reads, read_errors;
+	/* metrics.c: request to answer, the store's apply, its profile queries */
+	struct agg_latency ingest_latency, store_insert, store_query;
+	_Atomic uint64_t store_insert_errors, store_query_errors;
+	_Atomic uint64_t retain_runs, retain_errors;
+	_Atomic int64_t retain_last_unix; /* the last retention pass that succeeded */
+	pthread_mutex_t usage_lock;       /* the store's sizes, read at most every 30 s */
+	int64_t usage_at;
+	char *usage_text;
 
 	pthread_mutex_t windows_lock;  /* the window files' settings */
 	struct agg_window *windows;

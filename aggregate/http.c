@@ -81,6 +81,7 @@ static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c
 {
 	const char *enc = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						      MHD_HTTP_HEADER_CONTENT_ENCODING);
+	int64_t start = agg_clock_ns();
 	char reply[1024];
 	int status;
 
@@ -98,6 +99,7 @@ static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c
 				   MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							       "X-Aperture-Batch-Version"),
 				   rq->body, rq->len, reply, sizeof(reply));
+	agg_latency_observe(&g->ingest_latency, start);
 	return answer_json(c, status, reply);
 }
 

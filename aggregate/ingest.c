@@ -119,7 +119,7 @@ int aggregator_ingest(struct aggregator *g, const struct token *k, const char *c
 	struct agg_apply_result r;
 	char why[400];
 	WireBatch *b;
-	int64_t now = time(NULL);
+	int64_t now = time(NULL), start;
 	int err, bad;
 
 	if (!g->insecure && !k)
@@ -163,9 +163,12 @@ int aggregator_ingest(struct aggregator *g, const struct token *k, const char *c
 		wire_free(b);
 		return reject(g, bad, why, reply, reply_size);
 	}
+	start = agg_clock_ns();
 	err = g->store->ops->apply(g->store, b, now, &r);
+	agg_latency_observe(&g->store_insert, start);
 	wire_free(b);
 	if (err) {
+		atomic_fetch_add(&g->store_insert_errors, 1);
 		snprintf(why, sizeof(why), "the store failed: %s", strerror(-err));
 		return reject(g, AGG_REJECT_STORE, why, reply, reply_size);
 	}

@@ -91,6 +91,11 @@ struct agg_store_ops {
 	/* Totals for status and metrics. */
 	int (*totals)(struct agg_store *s, uint64_t *batches, uint64_t *samples, uint64_t *nodes,
 		      uint64_t *targets);
+	/* For metrics; may be NULL. Rows and bytes of each table, and when the oldest batch
+	 * kept was received (0 when none): retention deletes by it. */
+	int (*usage)(struct agg_store *s,
+		     int (*add)(void *ctx, const char *table, uint64_t rows, uint64_t bytes),
+		     void *ctx, int64_t *oldest_unix);
 	void (*close)(struct agg_store *s);
 };
 

@@ -1144,6 +1144,54 @@ static int sqlite_totals(struct agg_store *as, uint64_t *batches, uint64_t *samp
 	return err;
 }
 
+/* Rows by COUNT(*) and bytes from dbstat (pages of the table and its indexes): both read
+ * every page, so metrics.c calls this at most every AGG_USAGE_EVERY_S. */
+static int sqlite_usage(struct agg_store *as,
+			int (*add)(void *ctx, const char *table, uint64_t rows, uint64_t bytes),
+			void *ctx, int64_t *oldest_unix)
+{
+	static const char *const tables[] = { "nodes", "boots", "batches", "services", "targets",
+					      "frames", "stacks", "samples", "texts", "sys_rows",
+					      "blocking" };
+	struct sqlite_store *s = of(as);
+	sqlite3_stmt *st;
+	char sql[256];
+	int err = 0;
+
+	pthread_mutex_lock(&s->rlock);
+	for (size_t i = 0; !err && i < sizeof(tables) / sizeof(tables[0]); i++) {
+		uint64_t rows = 0, bytes = 0;
+
+		snprintf(sql, sizeof(sql), "SELECT (SELECT COUNT(*) FROM %s), (SELECT"
+			 " COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name = '%s' OR name IN"
+			 " (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name ="
+			 " '%s'))", tables[i], tables[i], tables[i]);
+		err = prepare(s, sql, &st);
+		if (err)
+			break;
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			rows = sqlite3_column_int64(st, 0);
+			bytes = sqlite3_column_int64(st, 1);
+		} else {
+			err = -EIO;
+		}
+		sqlite3_finalize(st);
+		if (!err)
+			err = add(ctx, tables[i], rows, bytes);
+	}
+	if (!err)
+		err = prepare(s, "SELECT COALESCE(MIN(received), 0) FROM batches", &st);
+	if (!err) {
+		if (sqlite3_step(st) == SQLITE_ROW)
+			*oldest_unix = sqlite3_column_int64(st, 0);
+		else
+			err = -EIO;
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->rlock);
+	return err;
+}
+
 static void sqlite_close(struct agg_store *as)
 {
 	struct sqlite_store *s = of(as);
@@ -1176,6 +1224,7 @@ static const struct agg_store_ops sqlite_ops = {
 	.node_status = sqlite_node_status,
 	.retain = sqlite_retain,
 	.totals = sqlite_totals,
+	.usage = sqlite_usage,
 	.close = sqlite_close,
 };
 

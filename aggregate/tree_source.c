@@ -147,8 +147,14 @@ static int profile(const struct tree *t, const struct node_ref *ref, enum target
 		q.service = name;
 		snprintf(title, title_size, "%s: service %s", tp->name, name);
 	}
-	if (!err)
+	if (!err) {
+		int64_t start = agg_clock_ns();
+
 		err = g->store->ops->profile(g->store, &q, out);
+		agg_latency_observe(&g->store_query, start);
+		if (err == -EIO)
+			atomic_fetch_add(&g->store_query_errors, 1);
+	}
 	if (err)
 		return err;
 	*m = (struct view_meta){ .title = title, .now = r.until, .window_s = last_s,
@@ -362,31 +368,7 @@ static int render_status(struct aperture *a, const struct node_ref *ref, FILE *o
 
 static int render_metrics(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
-	struct aggregator *g = agg_of_ref(ref);
-	uint64_t batches = 0, samples = 0, nodes = 0, targets = 0;
-	int err = g->store->ops->totals(g->store, &batches, &samples, &nodes, &targets);
-
-	if (err)
-		return err;
-	fprintf(out, "# TYPE aperture_aggregate_batches_total counter\n"
-		"aperture_aggregate_batches_total{result=\"applied\"} %" PRIu64 "\n"
-		"aperture_aggregate_batches_total{result=\"duplicate\"} %" PRIu64 "\n",
-		atomic_load(&g->applied), atomic_load(&g->duplicates));
-	for (int i = 0; i < AGG_REJECT_NR; i++)
-		fprintf(out, "aperture_aggregate_batches_total{result=\"rejected\",reason=\"%s\"} "
-			"%" PRIu64 "\n", agg_reject_names[i], atomic_load(&g->rejected[i]));
-	fprintf(out, "# TYPE aperture_aggregate_samples_total counter\n"
-		"aperture_aggregate_samples_total %" PRIu64 "\n"
-		"# TYPE aperture_aggregate_reads_total counter\n"
-		"aperture_aggregate_reads_total %" PRIu64 "\n"
-		"aperture_aggregate_read_errors_total %" PRIu64 "\n"
-		"# TYPE aperture_aggregate_nodes gauge\naperture_aggregate_nodes %" PRIu64 "\n"
-		"# TYPE aperture_aggregate_targets gauge\naperture_aggregate_targets %" PRIu64 "\n"
-		"# TYPE aperture_aggregate_stored_samples gauge\n"
-		"aperture_aggregate_stored_samples %" PRIu64 "\n",
-		atomic_load(&g->samples), atomic_load(&g->reads), atomic_load(&g->read_errors),
-		nodes, targets, samples);
-	return 0;
+	return agg_metrics_render(agg_of_ref(ref), out);
 }
 
 static int render_node_status(struct aperture *a, const struct node_ref *ref, FILE *out)
@@ -462,7 +444,12 @@ int64_t aggregator_retention_start(const struct aggregator *g, int64_t now)
 
 int aggregator_retain(struct aggregator *g, int64_t now)
 {
-	return g->store->ops->retain(g->store, aggregator_retention_start(g, now));
+	int err = g->store->ops->retain(g->store, aggregator_retention_start(g, now));
+
+	atomic_fetch_add(err ? &g->retain_errors : &g->retain_runs, 1);
+	if (!err)
+		atomic_store(&g->retain_last_unix, now);
+	return err;
 }
 
 int aggregator_init(struct aggregator *g, struct agg_store *store, struct tokens *tokens,
@@ -477,6 +464,7 @@ int aggregator_init(struct aggregator *g, struct agg_store *store, struct tokens
 	g->retention_days = retention_days;
 	g->started = time(NULL);
 	pthread_mutex_init(&g->windows_lock, NULL);
+	pthread_mutex_init(&g->usage_lock, NULL);
 	g->tree = (struct tree){ .ops = &agg_ops, .ctx = g, .started = g->started,
 				 .root = agg_root_nodes,
 				 .nroot = sizeof(agg_root_nodes) / sizeof(agg_root_nodes[0]),
@@ -496,4 +484,6 @@ void aggregator_fini(struct aggregator *g)
 		free(w);
 	}
 	pthread_mutex_destroy(&g->windows_lock);
+	pthread_mutex_destroy(&g->usage_lock);
+	free(g->usage_text);
 }
