@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "aggregate/aggregator.h"
+#include "views/prom.h"
 
 #define AGG_USAGE_EVERY_S 30
 
@@ -41,7 +42,7 @@ static void print_histogram(FILE *out, const char *name, const char *help,
 {
 	uint64_t cum = 0;
 
-	fprintf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	prom_family(out, name, "histogram", help);
 	for (int i = 0; i < AGG_LATENCY_BUCKETS; i++) {
 		cum += atomic_load(&h->le[i]);
 		fprintf(out, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, bounds_s[i], cum);
@@ -49,24 +50,6 @@ static void print_histogram(FILE *out, const char *name, const char *help,
 	fprintf(out, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.9f\n%s_count %" PRIu64 "\n",
 		name, atomic_load(&h->count), name, atomic_load(&h->sum_ns) / 1e9, name,
 		atomic_load(&h->count));
-}
-
-static void print_family(FILE *out, const char *name, const char *type, const char *help)
-{
-	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* A label value: backslash, quote and newline escaped. */
-static void print_label(FILE *out, const char *v)
-{
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			fputc('\\', out);
-		if (*v == '\n')
-			fputs("\\n", out);
-		else
-			fputc(*v, out);
-	}
 }
 
 struct usage {
@@ -117,13 +100,13 @@ static int print_usage(struct aggregator *g, FILE *out)
 		if (u.bytes)
 			fclose(u.bytes);
 		if (!err) {
-			print_family(t, "aperture_aggregate_store_rows", "gauge",
+			prom_family(t, "aperture_aggregate_store_rows", "gauge",
 				     "Rows in each table of the store.");
 			fputs(rows, t);
-			print_family(t, "aperture_aggregate_store_bytes", "gauge",
+			prom_family(t, "aperture_aggregate_store_bytes", "gauge",
 				     "Bytes of each table of the store, with its indexes.");
 			fputs(bytes, t);
-			print_family(t, "aperture_aggregate_oldest_batch_timestamp_seconds", "gauge",
+			prom_family(t, "aperture_aggregate_oldest_batch_timestamp_seconds", "gauge",
 				     "When the oldest batch the store keeps was received (0: none).");
 			fprintf(t, "aperture_aggregate_oldest_batch_timestamp_seconds %" PRId64
 				"\n", oldest);
@@ -163,7 +146,7 @@ static int print_node(void *ctx, uint32_t id, const char *name)
 	if (err)
 		return err;
 	fputs("aperture_aggregate_node_last_batch_timestamp_seconds{node=\"", n->out);
-	print_label(n->out, name);
+	prom_label(n->out, name);
 	fprintf(n->out, "\"} %" PRId64 "\n", st.last_batch_unix);
 	return 0;
 }
@@ -176,7 +159,7 @@ int agg_metrics_render(struct aggregator *g, FILE *out)
 
 	if (err)
 		atomic_fetch_add(&g->store_query_errors, 1);
-	print_family(out, "aperture_aggregate_batches_total", "counter",
+	prom_family(out, "aperture_aggregate_batches_total", "counter",
 		     "Batches received, by result, and refused ones by reason.");
 	fprintf(out, "aperture_aggregate_batches_total{result=\"applied\"} %" PRIu64
 		"\naperture_aggregate_batches_total{result=\"duplicate\"} %" PRIu64 "\n",
@@ -184,12 +167,12 @@ int agg_metrics_render(struct aggregator *g, FILE *out)
 	for (int i = 0; i < AGG_REJECT_NR; i++)
 		fprintf(out, "aperture_aggregate_batches_total{result=\"rejected\",reason=\"%s\"} "
 			"%" PRIu64 "\n", agg_reject_names[i], atomic_load(&g->rejected[i]));
-	print_family(out, "aperture_aggregate_samples_total", "counter",
+	prom_family(out, "aperture_aggregate_samples_total", "counter",
 		     "Counts of samples applied (each second's counts summed).");
 	fprintf(out, "aperture_aggregate_samples_total %" PRIu64 "\n", atomic_load(&g->samples));
-	print_family(out, "aperture_aggregate_reads_total", "counter", "GET requests of the tree.");
+	prom_family(out, "aperture_aggregate_reads_total", "counter", "GET requests of the tree.");
 	fprintf(out, "aperture_aggregate_reads_total %" PRIu64 "\n", atomic_load(&g->reads));
-	print_family(out, "aperture_aggregate_read_errors_total", "counter",
+	prom_family(out, "aperture_aggregate_read_errors_total", "counter",
 		     "GET requests of the tree that failed (not found, store errors).");
 	fprintf(out, "aperture_aggregate_read_errors_total %" PRIu64 "\n",
 		atomic_load(&g->read_errors));
@@ -199,40 +182,40 @@ int agg_metrics_render(struct aggregator *g, FILE *out)
 			"Time the store took to apply a batch.", &g->store_insert);
 	print_histogram(out, "aperture_aggregate_store_query_duration_seconds",
 			"Time the store took to answer a profile or size query.", &g->store_query);
-	print_family(out, "aperture_aggregate_store_insert_errors_total", "counter",
+	prom_family(out, "aperture_aggregate_store_insert_errors_total", "counter",
 		     "Batches the store failed to apply (answered 503).");
 	fprintf(out, "aperture_aggregate_store_insert_errors_total %" PRIu64 "\n",
 		atomic_load(&g->store_insert_errors));
-	print_family(out, "aperture_aggregate_store_query_errors_total", "counter",
+	prom_family(out, "aperture_aggregate_store_query_errors_total", "counter",
 		     "Store queries that failed.");
 	fprintf(out, "aperture_aggregate_store_query_errors_total %" PRIu64 "\n",
 		atomic_load(&g->store_query_errors));
-	print_family(out, "aperture_aggregate_retention_runs_total", "counter",
+	prom_family(out, "aperture_aggregate_retention_runs_total", "counter",
 		     "Retention passes, by result.");
 	fprintf(out, "aperture_aggregate_retention_runs_total{result=\"ok\"} %" PRIu64 "\n"
 		"aperture_aggregate_retention_runs_total{result=\"error\"} %" PRIu64 "\n",
 		atomic_load(&g->retain_runs), atomic_load(&g->retain_errors));
-	print_family(out, "aperture_aggregate_retention_last_success_timestamp_seconds", "gauge",
+	prom_family(out, "aperture_aggregate_retention_last_success_timestamp_seconds", "gauge",
 		     "When retention last deleted what it no longer keeps (0: never).");
 	fprintf(out, "aperture_aggregate_retention_last_success_timestamp_seconds %" PRId64 "\n",
 		atomic_load(&g->retain_last_unix));
-	print_family(out, "aperture_aggregate_retention_seconds", "gauge",
+	prom_family(out, "aperture_aggregate_retention_seconds", "gauge",
 		     "How long the store keeps data.");
 	fprintf(out, "aperture_aggregate_retention_seconds %u\n", g->retention_days * 86400);
 	if (!err) {
-		print_family(out, "aperture_aggregate_nodes", "gauge", "Nodes known to the store.");
+		prom_family(out, "aperture_aggregate_nodes", "gauge", "Nodes known to the store.");
 		fprintf(out, "aperture_aggregate_nodes %" PRIu64 "\n", nodes);
-		print_family(out, "aperture_aggregate_targets", "gauge",
+		prom_family(out, "aperture_aggregate_targets", "gauge",
 			     "Target incarnations the store keeps.");
 		fprintf(out, "aperture_aggregate_targets %" PRIu64 "\n", targets);
-		print_family(out, "aperture_aggregate_stored_samples", "gauge",
+		prom_family(out, "aperture_aggregate_stored_samples", "gauge",
 			     "Counts of samples the store holds, summed.");
 		fprintf(out, "aperture_aggregate_stored_samples %" PRIu64 "\n", samples);
 	}
 	err = print_usage(g, out);
 	if (err)
 		return err;
-	print_family(out, "aperture_aggregate_node_last_batch_timestamp_seconds", "gauge",
+	prom_family(out, "aperture_aggregate_node_last_batch_timestamp_seconds", "gauge",
 		     "When each node's last batch was received.");
 	err = g->store->ops->list_scopes(g->store, AGG_SCOPE_NODE, print_node, &ns);
 	if (err)

@@ -66,6 +66,8 @@ void aperture_set_error(struct aperture *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 int aperture_status(struct aperture *a, FILE *out);
+/* status's figures in Prometheus text format (daemon/metrics.c). */
+int aperture_metrics(struct aperture *a, FILE *out);
 
 /* Why kernel lock contention is not collected, "" when it is (or may be, once enabled). */
 void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len);

@@ -25,6 +25,11 @@ static int render_status(struct aperture *a, const struct node_ref *ref, FILE *o
 	return aperture_status(a, out);
 }
 
+static int render_metrics(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return aperture_metrics(a, out);
+}
+
 static int render_config(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
 	return config_read(a, ref->node->arg, out);
@@ -190,7 +195,7 @@ static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *ou
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
        N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
        N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS, N_JVM_ATTACH, N_SYNC, N_SYNC_INTERVAL,
-       N_SYNC_SPOOL };
+       N_SYNC_SPOOL, N_METRICS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -240,6 +245,7 @@ const struct node fs_nodes[] = {
 	[N_SYNC_SPOOL] = { .name = "sync_spool_mb", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			   .render = render_config, .write = write_config,
 			   .arg = CONFIG_SYNC_SPOOL_MB },
+	[N_METRICS] = FILE_NODE("metrics", 0444, N_ROOT, render_metrics, NULL),
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 

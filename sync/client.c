@@ -535,3 +535,25 @@ void sync_client_status(struct sync_client *c, FILE *out)
 	fprintf(out, "sync_last_error: %s\n", c->last_error[0] ? c->last_error : "none");
 	pthread_mutex_unlock(&c->lock);
 }
+
+void sync_client_get_stats(struct sync_client *c, struct sync_client_stats *out)
+{
+	struct spool_stats st = {0};
+	int64_t now = aperture_now();
+
+	*out = (struct sync_client_stats){0};
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->spool)
+		spool_get_stats(c->spool, &st);
+	*out = (struct sync_client_stats){
+		.on = c->url[0], .failing = c->error[0] || c->retrying[0] || c->refused[0],
+		.last_success = c->last_success,
+		.lag_s = st.oldest && now > st.oldest ? now - st.oldest : 0,
+		.spool_bytes = st.bytes, .spool_batches = st.batches, .sent = c->sent,
+		.bytes_sent = c->bytes_sent, .dropped = st.dropped,
+		.dropped_samples = st.dropped_samples, .rejected = c->rejected,
+	};
+	pthread_mutex_unlock(&c->lock);
+}

@@ -9,6 +9,8 @@
 #ifndef APERTURE_SYNC_CLIENT_H
 #define APERTURE_SYNC_CLIENT_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct aperture;
@@ -33,6 +35,17 @@ void sync_client_free(struct sync_client *c);
 
 /* The sync_* lines of the daemon's status. c may be NULL (no sync in this daemon). */
 void sync_client_status(struct sync_client *c, FILE *out);
+
+/* The figures of status, for the metrics file. */
+struct sync_client_stats {
+	bool on;                 /* a URL is set */
+	bool failing;            /* error, retrying or refused: what status shows but ok */
+	int64_t last_success;    /* unix seconds, 0 = never */
+	int64_t lag_s;           /* age of the oldest batch not yet acknowledged */
+	uint64_t spool_bytes, spool_batches, sent, bytes_sent, dropped, dropped_samples;
+	uint64_t rejected;
+};
+void sync_client_get_stats(struct sync_client *c, struct sync_client_stats *out);
 
 /* config/sync: empty, or an http:// or https:// URL. On error why says what is wrong. */
 int sync_check_url(const char *url, char *why, size_t whylen);
