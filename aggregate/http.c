@@ -347,8 +347,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
-			size_t why_size)
+int http_parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
+		      size_t why_size)
 {
 	char host[256];
 	const char *colon = strrchr(listen, ':');
@@ -390,7 +390,7 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 
 	if (!h)
 		return -ENOMEM;
-	err = parse_listen(opt->listen, &ss, why, why_size);
+	err = http_parse_listen(opt->listen, &ss, why, why_size);
 	if (err)
 		goto fail;
 	if (ss.ss_family == AF_INET6)

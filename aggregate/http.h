@@ -18,4 +18,9 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 		   struct agg_http **out, char *why, size_t why_size);
 void agg_http_stop(struct agg_http *h);
 
+struct sockaddr_storage;
+/* ADDR:PORT (numeric, IPv4 or [IPv6]:PORT) into ss; -EINVAL with why. */
+int http_parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
+		      size_t why_size);
+
 #endif

@@ -10,6 +10,7 @@
 #include "daemon/render_cmd.h"
 #include "fs/fs.h"
 #include "daemon/record_cmd.h"
+#include "daemon/metrics_http.h"
 #include "sync/client.h"
 
 #define DEFAULT_MOUNTPOINT "/aperture"
@@ -19,7 +20,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: aperture mount [--foreground] [--allow-other] [--sync URL] [--node NAME]\n"
 		"                      [--token-file FILE] [--sync-ca FILE] [--spool-dir DIR]\n"
-		"                      [MOUNTPOINT]\n"
+		"                      [--http ADDR:PORT] [MOUNTPOINT]\n"
 		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
 		"       aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
 		"       aperture aggregate [--listen ADDR:PORT] [--store URL] [--tokens FILE] ...\n"
@@ -36,6 +37,7 @@ static void usage(FILE *out)
 		"  --token-file FILE  the bearer token the aggregator gave this node\n"
 		"  --sync-ca FILE     trust this CA for an https:// aggregator\n"
 		"  --spool-dir DIR    unacknowledged batches (default " SYNC_SPOOL_ROOT "/NAME)\n"
+		"  --http ADDR:PORT   serve GET /metrics (Prometheus) there\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      version and library versions\n"
 		"\n"
@@ -66,12 +68,14 @@ static int cmd_mount(int argc, char **argv)
 		{ "token-file", required_argument, NULL, 'T' },
 		{ "sync-ca", required_argument, NULL, 'C' },
 		{ "spool-dir", required_argument, NULL, 'D' },
+		{ "http", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct fs_options opt = { .mountpoint = DEFAULT_MOUNTPOINT };
 	struct sync_options so = {0};
-	const char *sync_url = NULL;
+	const char *sync_url = NULL, *http_listen = NULL;
+	struct metrics_http *http = NULL;
 	char why[512];
 	struct aperture a;
 	struct fs *fs = NULL;
@@ -86,6 +90,7 @@ static int cmd_mount(int argc, char **argv)
 		case 'T': so.token_file = optarg; break;
 		case 'C': so.ca_file = optarg; break;
 		case 'D': so.spool_dir = optarg; break;
+		case 'H': http_listen = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -126,8 +131,14 @@ static int cmd_mount(int argc, char **argv)
 	/* After any fork: the threads must live in the daemon. */
 	if (!err)
 		err = sync_client_start(a.sync);
+	if (!err && http_listen) {
+		err = metrics_http_start(&a, http_listen, &http, why, sizeof(why));
+		if (err)
+			fprintf(stderr, "aperture: %s\n", why);
+	}
 	if (!err)
 		err = fs_serve(fs);
+	metrics_http_stop(http);
 	if (err)
 		fprintf(stderr, "aperture: %s\n", strerror(-err));
 	aperture_stop(&a);
