@@ -17,10 +17,15 @@ apt-get install -y -q --no-install-recommends \
 	libcmocka-dev linux-libc-dev python3 python3-pytest rsync tar util-linux procps \
 	protobuf-c-compiler libprotobuf-c-dev protobuf-compiler python3-protobuf \
 	chromium chromium-driver python3-selenium nodejs openjdk-17-jdk-headless \
-	libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 curl iproute2
+	libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 curl iproute2 \
+	prometheus
 # The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.
 command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
 npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2
+# The page's browser test drives Debian's chromium with playwright-core (no browser download);
+# the Pyroscope ingest test pushes with Pyroscope's own Node.js client.
+npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests playwright-core@1.65.1 \
+	@pyroscope/nodejs@0.6.4
 # The demangler (libiberty); a stock Debian binary with its debug package, and glibc's, for
 # the tests (they expect glibc's own frames, such as __lll_lock_wait, to be named).
 apt-get install -y -q --no-install-recommends libiberty-dev python3.11-dbg libc6-dbg
