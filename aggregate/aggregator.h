@@ -28,6 +28,7 @@ enum agg_reject {
 	AGG_REJECT_AUTH,       /* 401 */
 	AGG_REJECT_FORBIDDEN,  /* 403 */
 	AGG_REJECT_STORE,      /* 503 */
+	AGG_REJECT_UNPROCESSABLE, /* 422: a Pyroscope push whose profile Aperture can't keep */
 	AGG_REJECT_NR,
 };
 
@@ -45,6 +46,7 @@ struct aggregator {
 
 	_Atomic uint64_t applied, duplicates, samples, rejected[AGG_REJECT_NR];
 	_Atomic uint64_t reads, read_errors;
+	_Atomic uint64_t pyroscope_seq;   /* pushes to POST /ingest: their batches' seq */
 	/* metrics.c: request to answer, the store's apply, its profile queries */
 	struct agg_latency ingest_latency, store_insert, store_query;
 	_Atomic uint64_t store_insert_errors, store_query_errors;
@@ -72,6 +74,25 @@ int aggregator_retain(struct aggregator *g, int64_t now);
 int aggregator_ingest(struct aggregator *g, const struct token *k, const char *content_type,
 		      const char *version, const uint8_t *body, size_t len, char *reply,
 		      size_t reply_size);
+
+/* Checks a decoded batch's seconds against retention and the clock and has the store apply
+ * it: the HTTP status, and the JSON answer in reply. */
+int aggregator_apply(struct aggregator *g, const WireBatch *b, int64_t now, char *reply,
+		     size_t reply_size);
+/* Counts a refusal for why and writes {"error":reason} into reply: the HTTP status. */
+int agg_reject(struct aggregator *g, enum agg_reject why, const char *reason, char *reply,
+	       size_t reply_size);
+/* A node's or service's name is a directory's: no '/', not . or .., no control characters. */
+bool agg_valid_name(const char *s);
+
+/* Pyroscope's POST /ingest (aggregate/pyroscope.c). q: the query's parameters by name;
+ * body: the profile, folded text or pprof (gzip'd or not). */
+struct agg_pyroscope_query {
+	const char *name, *from, *until, *format, *sample_rate, *spy_name, *units;
+};
+int aggregator_pyroscope(struct aggregator *g, const struct token *k,
+			 const struct agg_pyroscope_query *q, const uint8_t *body, size_t len,
+			 char *reply, size_t reply_size);
 
 /* A time range as the window file and ?last= take it: N seconds (1..604800, into *last_s)
  * or FROM..UNTIL unix seconds (into *r). -EINVAL or -ERANGE. */

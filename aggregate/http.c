@@ -103,6 +103,85 @@ static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c
 	return answer_json(c, status, reply);
 }
 
+/* A multipart/form-data body's `profile` field, as Pyroscope's agents send pprof. */
+struct form_field {
+	uint8_t *data;
+	size_t len;
+	bool too_large;
+};
+
+static enum MHD_Result form_iterate(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *filename, const char *type,
+				    const char *encoding, const char *data, uint64_t off,
+				    size_t size)
+{
+	struct form_field *f = cls;
+	uint8_t *bigger;
+
+	if (strcmp(key, "profile") || !size)
+		return MHD_YES;
+	if (f->len + size > AGG_MAX_BODY) {
+		f->too_large = true;
+		return MHD_NO;
+	}
+	bigger = realloc(f->data, f->len + size);
+	if (!bigger)
+		return MHD_NO;
+	f->data = bigger;
+	memcpy(f->data + f->len, data, size);
+	f->len += size;
+	return MHD_YES;
+}
+
+static enum MHD_Result post_pyroscope(struct aggregator *g, struct MHD_Connection *c,
+				      struct request *rq)
+{
+	const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_CONTENT_TYPE);
+	struct agg_pyroscope_query q = {
+#define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
+		.name = ARG("name"), .from = ARG("from"), .until = ARG("until"),
+		.format = ARG("format"), .sample_rate = ARG("sampleRate"),
+		.spy_name = ARG("spyName"), .units = ARG("units"),
+#undef ARG
+	};
+	const struct token *k = g->insecure ? NULL : caller_token(g, c);
+	struct form_field f = {0};
+	const uint8_t *body = rq->body;
+	size_t len = rq->len;
+	int64_t start = agg_clock_ns();
+	char reply[1024];
+	int status;
+
+	if (rq->too_large) {
+		atomic_fetch_add(&g->rejected[AGG_REJECT_TOO_LARGE], 1);
+		return answer_error(c, 413, "request body larger than the aggregator reads");
+	}
+	if (type && !strncasecmp(type, "multipart/form-data", 19)) {
+		struct MHD_PostProcessor *pp = MHD_create_post_processor(c, 65536, form_iterate,
+									 &f);
+
+		if (!pp || MHD_post_process(pp, (const char *)rq->body, rq->len) != MHD_YES ||
+		    !f.data) {
+			if (pp)
+				MHD_destroy_post_processor(pp);
+			free(f.data);
+			atomic_fetch_add(&g->rejected[AGG_REJECT_MALFORMED], 1);
+			return answer_error(c, f.too_large ? 413 : 400,
+					    "multipart/form-data without a profile field");
+		}
+		MHD_destroy_post_processor(pp);
+		body = f.data;
+		len = f.len;
+		if (!q.format)
+			q.format = "pprof";
+	}
+	status = aggregator_pyroscope(g, k, &q, body, len, reply, sizeof(reply));
+	free(f.data);
+	agg_latency_observe(&g->ingest_latency, start);
+	return answer_json(c, status, reply);
+}
+
 static const char *content_type(const char *path)
 {
 	const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
@@ -294,7 +373,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		/* Said too long up front: answered before a byte of it is read. */
 		if (post && cl && strtoull(cl, NULL, 10) > AGG_MAX_BODY) {
 			rq->too_large = true;
-			return post_batch(g, c, rq);
+			return post_batch(g, c, rq); /* its 413, for /ingest too */
 		}
 		return MHD_YES;
 	}
@@ -331,9 +410,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	}
 	if (post && !strcmp(url, "/v1/batches"))
 		return post_batch(g, c, rq);
+	if (post && !strcmp(url, "/ingest"))
+		return post_pyroscope(g, c, rq);
 	if (!strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return get_path(g, c, url);
-	return answer_error(c, 405, "GET a path of the tree, or POST /v1/batches");
+	return answer_error(c, 405, "GET a path of the tree, or POST /v1/batches or /ingest");
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,

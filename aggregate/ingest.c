@@ -15,12 +15,13 @@ const char *const agg_reject_names[AGG_REJECT_NR] = {
 	[AGG_REJECT_AUTH] = "auth",
 	[AGG_REJECT_FORBIDDEN] = "forbidden",
 	[AGG_REJECT_STORE] = "store",
+	[AGG_REJECT_UNPROCESSABLE] = "unprocessable",
 };
 
 static const int reject_status[AGG_REJECT_NR] = {
 	[AGG_REJECT_MALFORMED] = 400, [AGG_REJECT_TIME] = 400, [AGG_REJECT_TOO_LARGE] = 413,
 	[AGG_REJECT_VERSION] = 415, [AGG_REJECT_AUTH] = 401, [AGG_REJECT_FORBIDDEN] = 403,
-	[AGG_REJECT_STORE] = 503,
+	[AGG_REJECT_STORE] = 503, [AGG_REJECT_UNPROCESSABLE] = 422,
 };
 
 /* A JSON string's body: the reasons quote names from the batch. */
@@ -43,7 +44,7 @@ static void json_escape(const char *s, char *out, size_t size)
 	out[o] = 0;
 }
 
-static int reject(struct aggregator *g, enum agg_reject why, const char *reason, char *reply,
+int agg_reject(struct aggregator *g, enum agg_reject why, const char *reason, char *reply,
 		  size_t reply_size)
 {
 	char esc[512];
@@ -100,7 +101,7 @@ static int check_times(const struct aggregator *g, const WireBatch *b, int64_t n
 }
 
 /* A node's name is a directory's in the tree: no '/', not "." or "..", printable. */
-static bool valid_name(const char *s)
+bool agg_valid_name(const char *s)
 {
 	size_t len = strlen(s);
 
@@ -116,61 +117,70 @@ int aggregator_ingest(struct aggregator *g, const struct token *k, const char *c
 		      const char *version, const uint8_t *body, size_t len, char *reply,
 		      size_t reply_size)
 {
-	struct agg_apply_result r;
 	char why[400];
 	WireBatch *b;
-	int64_t now = time(NULL), start;
-	int err, bad;
+	int64_t now = time(NULL);
+	int err, status;
 
 	if (!g->insecure && !k)
-		return reject(g, AGG_REJECT_AUTH, "missing or unknown bearer token", reply,
+		return agg_reject(g, AGG_REJECT_AUTH, "missing or unknown bearer token", reply,
 			      reply_size);
 	if (!g->insecure && !token_node(k))
-		return reject(g, AGG_REJECT_FORBIDDEN, "a read token may not upload", reply,
+		return agg_reject(g, AGG_REJECT_FORBIDDEN, "a read token may not upload", reply,
 			      reply_size);
 	if (version && strcmp(version, "1")) {
 		snprintf(why, sizeof(why), "X-Aperture-Batch-Version %s: this aggregator speaks 1",
 			 version);
-		return reject(g, AGG_REJECT_VERSION, why, reply, reply_size);
+		return agg_reject(g, AGG_REJECT_VERSION, why, reply, reply_size);
 	}
 	if (content_type && strncmp(content_type, "application/x-aperture-batch", 28))
-		return reject(g, AGG_REJECT_VERSION, "Content-Type must be "
+		return agg_reject(g, AGG_REJECT_VERSION, "Content-Type must be "
 			      "application/x-aperture-batch", reply, reply_size);
 	err = wire_decode(body, len, &wire_default_limits, &b, why, sizeof(why));
 	if (err == -E2BIG)
-		return reject(g, AGG_REJECT_TOO_LARGE, why, reply, reply_size);
+		return agg_reject(g, AGG_REJECT_TOO_LARGE, why, reply, reply_size);
 	if (err == -EPROTONOSUPPORT)
-		return reject(g, AGG_REJECT_VERSION, why, reply, reply_size);
+		return agg_reject(g, AGG_REJECT_VERSION, why, reply, reply_size);
 	if (err == -ENOMEM) {
 		snprintf(reply, reply_size, "{\"error\":\"out of memory\"}");
 		return 503;
 	}
 	if (err)
-		return reject(g, AGG_REJECT_MALFORMED, why, reply, reply_size);
-	if (!valid_name(b->node)) {
+		return agg_reject(g, AGG_REJECT_MALFORMED, why, reply, reply_size);
+	if (!agg_valid_name(b->node)) {
 		wire_free(b);
-		return reject(g, AGG_REJECT_MALFORMED, "a node's name must be a file name: no '/', "
+		return agg_reject(g, AGG_REJECT_MALFORMED, "a node's name must be a file name: no '/', "
 			      "not . or .., no control characters, 1..255 bytes", reply, reply_size);
 	}
 	if (!g->insecure && strcmp(token_node(k), b->node)) {
 		snprintf(why, sizeof(why), "this token uploads as node %s, not %s", token_node(k),
 			 b->node);
 		wire_free(b);
-		return reject(g, AGG_REJECT_FORBIDDEN, why, reply, reply_size);
+		return agg_reject(g, AGG_REJECT_FORBIDDEN, why, reply, reply_size);
 	}
+	status = aggregator_apply(g, b, now, reply, reply_size);
+	wire_free(b);
+	return status;
+}
+
+int aggregator_apply(struct aggregator *g, const WireBatch *b, int64_t now, char *reply,
+		     size_t reply_size)
+{
+	struct agg_apply_result r;
+	char why[400];
+	int64_t start;
+	int err, bad;
+
 	bad = check_times(g, b, now, why, sizeof(why));
-	if (bad >= 0) {
-		wire_free(b);
-		return reject(g, bad, why, reply, reply_size);
-	}
+	if (bad >= 0)
+		return agg_reject(g, bad, why, reply, reply_size);
 	start = agg_clock_ns();
 	err = g->store->ops->apply(g->store, b, now, &r);
 	agg_latency_observe(&g->store_insert, start);
-	wire_free(b);
 	if (err) {
 		atomic_fetch_add(&g->store_insert_errors, 1);
 		snprintf(why, sizeof(why), "the store failed: %s", strerror(-err));
-		return reject(g, AGG_REJECT_STORE, why, reply, reply_size);
+		return agg_reject(g, AGG_REJECT_STORE, why, reply, reply_size);
 	}
 	if (r.duplicate) {
 		atomic_fetch_add(&g->duplicates, 1);

@@ -64,8 +64,7 @@ static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
 	return err;
 }
 
-/* Gunzips buf into a buffer of at most max bytes. */
-static int gunzip(const uint8_t *buf, size_t len, size_t max, uint8_t **out, size_t *outlen,
+int wire_gunzip(const uint8_t *buf, size_t len, size_t max, uint8_t **out, size_t *outlen,
 		  char *why, size_t whylen)
 {
 	size_t cap = len * 4 < 4096 ? 4096 : len * 4;
@@ -224,7 +223,7 @@ int wire_decode(const uint8_t *buf, size_t len, const struct wire_limits *lim, W
 
 	*out = NULL;
 	why[0] = 0;
-	err = gunzip(buf, len, lim->max_decompressed, &raw, &raw_len, why, whylen);
+	err = wire_gunzip(buf, len, lim->max_decompressed, &raw, &raw_len, why, whylen);
 	if (err)
 		return err;
 	b = aperture__sync__v1__batch__unpack(NULL, raw_len, raw);

@@ -36,4 +36,10 @@ int wire_decode(const uint8_t *buf, size_t len, const struct wire_limits *lim, W
 		char *why, size_t whylen);
 void wire_free(WireBatch *b);
 
+/* Gunzips buf into *out (malloc'd, the caller's), at most max bytes: -E2BIG past it, -EINVAL
+ * for a corrupt or truncated stream (why says which), -ENOMEM. Also for the aggregator's
+ * other gzip'd bodies (Pyroscope's pprof). */
+int wire_gunzip(const uint8_t *buf, size_t len, size_t max, uint8_t **out, size_t *outlen,
+		char *why, size_t whylen);
+
 #endif
