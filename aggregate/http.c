@@ -261,16 +261,22 @@ static enum MHD_Result get_dir(struct aggregator *g, struct MHD_Connection *c,
 	return answer(c, 200, "application/json", s, strlen(s));
 }
 
-static int query_range(struct MHD_Connection *c, struct tree_range *r, char *why,
-		       size_t why_size)
+/* ?last= or ?from=&until= (with a prefix: ?base_last=...): none set is everything kept. */
+static int query_range(struct MHD_Connection *c, const char *prefix, struct tree_range *r,
+		       char *why, size_t why_size)
 {
-	const char *last = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "last");
-	const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
-	const char *until = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "until");
+	char kl[32], kf[32], ku[32];
+	const char *last, *from, *until;
 	char spec[64];
 	int64_t last_s;
 	int err;
 
+	snprintf(kl, sizeof(kl), "%slast", prefix);
+	snprintf(kf, sizeof(kf), "%sfrom", prefix);
+	snprintf(ku, sizeof(ku), "%suntil", prefix);
+	last = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, kl);
+	from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, kf);
+	until = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, ku);
 	*r = (struct tree_range){0};
 	if (!last && !from && !until)
 		return 0;
@@ -301,6 +307,45 @@ static int query_range(struct MHD_Connection *c, struct tree_range *r, char *why
 	return 0;
 }
 
+/* GET /compare?type=cpu&base=PATH&path=PATH&format=folded|svg, each range as ?last= or
+ * ?from=&until= (the base's prefixed base_): both paths directories of the tree, both
+ * readable by the token. */
+static enum MHD_Result get_compare(struct aggregator *g, struct MHD_Connection *c,
+				   const struct token *k)
+{
+#define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
+	const char *type = ARG("type"), *format = ARG("format");
+	struct agg_compare cmp = { .base_path = ARG("base"), .path = ARG("path") };
+#undef ARG
+	char why[256], *data;
+	size_t len;
+	int t, err;
+
+	t = tree_profile_by_name(type ? type : "cpu");
+	if (t < 0 || !cmp.base_path || !cmp.path || cmp.base_path[0] != '/' ||
+	    cmp.path[0] != '/' || (format && strcmp(format, "folded") && strcmp(format, "svg")))
+		return answer_error(c, 400, "want type=cpu|offcpu|locks|alloc|alloc_objects|"
+				    "monitors, base=PATH, path=PATH, format=folded|svg");
+	if (!may_read(g, k, cmp.base_path) || !may_read(g, k, cmp.path))
+		return answer_error(c, 403, "this token may not read that node or service");
+	if (query_range(c, "", &cmp.range, why, sizeof(why)) ||
+	    query_range(c, "base_", &cmp.base_range, why, sizeof(why)))
+		return answer_error(c, 400, why);
+	cmp.type = t;
+	cmp.svg = format && !strcmp(format, "svg");
+	err = aggregator_compare(g, &cmp, &data, &len);
+	if (err) {
+		atomic_fetch_add(&g->read_errors, 1);
+		return answer_error(c, err == -ENOENT ? 404 : err == -EIO ? 503 : 500,
+				    err == -ENOENT ? "base and path: a target's or a service's "
+				    "directory" : strerror(-err));
+	}
+	if (!data)
+		data = calloc(1, 1);
+	return answer(c, 200, cmp.svg ? "image/svg+xml" : "text/plain; charset=utf-8", data,
+		      len);
+}
+
 extern const char agg_index_html[];
 
 /* A browser asking for / gets a page over this same API; it holds no data itself. */
@@ -329,9 +374,11 @@ static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 	}
 	if (!g->insecure && !k)
 		return answer_error(c, 401, "missing or unknown bearer token");
+	if (!strcmp(path, "/compare"))
+		return get_compare(g, c, k);
 	if (!may_read(g, k, path))
 		return answer_error(c, 403, "this token may not read that node or service");
-	if (query_range(c, &range, why, sizeof(why)))
+	if (query_range(c, "", &range, why, sizeof(why)))
 		return answer_error(c, 400, why);
 	err = tree_walk(&g->tree, path, &ref);
 	if (err) {
