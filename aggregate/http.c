@@ -346,15 +346,28 @@ static enum MHD_Result get_compare(struct aggregator *g, struct MHD_Connection *
 		      len);
 }
 
-extern const char agg_index_html[];
+extern const char agg_web_index_html[], agg_web_app_js[], agg_web_app_css[];
 
-/* A browser asking for / gets a page over this same API; it holds no data itself. */
-static bool wants_page(struct MHD_Connection *c, const char *path)
+/* The page's files: a browser asking for / gets a page over this same API; it holds no data
+ * itself, so it needs no token. NULL when path is none of them. */
+static const char *page_file(struct MHD_Connection *c, const char *path, const char **type)
 {
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							 MHD_HTTP_HEADER_ACCEPT);
 
-	return !strcmp(path, "/") && accept && strstr(accept, "text/html");
+	if (!strcmp(path, "/") && accept && strstr(accept, "text/html")) {
+		*type = "text/html; charset=utf-8";
+		return agg_web_index_html;
+	}
+	if (!strcmp(path, "/ui/app.js")) {
+		*type = "text/javascript; charset=utf-8";
+		return agg_web_app_js;
+	}
+	if (!strcmp(path, "/ui/app.css")) {
+		*type = "text/css; charset=utf-8";
+		return agg_web_app_css;
+	}
+	return NULL;
 }
 
 static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
@@ -363,14 +376,16 @@ static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 	const struct token *k = g->insecure ? NULL : caller_token(g, c);
 	struct tree_range range;
 	struct node_ref ref;
+	const char *page, *type;
 	char why[256], *data;
 	size_t len;
 	int err;
 
 	atomic_fetch_add(&g->reads, 1);
-	if (wants_page(c, path)) {
-		data = strdup(agg_index_html);
-		return data ? answer(c, 200, "text/html; charset=utf-8", data, strlen(data)) : MHD_NO;
+	page = page_file(c, path, &type);
+	if (page) {
+		data = strdup(page);
+		return data ? answer(c, 200, type, data, strlen(data)) : MHD_NO;
 	}
 	if (!g->insecure && !k)
 		return answer_error(c, 401, "missing or unknown bearer token");

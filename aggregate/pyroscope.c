@@ -457,8 +457,9 @@ static int batch_build(struct batch_build *bb, struct aggregator *g, const char 
 	bb->labels[s->nlabels].key = "service";
 	bb->labels[s->nlabels].value = (char *)s->app;
 	bb->label_ptrs[s->nlabels] = &bb->labels[s->nlabels];
-	snprintf(bb->status, sizeof(bb->status), "state: enabled\nsource: pyroscope\n"
-		 "spy: %s\nservice: %s\n", spy, s->app);
+	snprintf(bb->status, sizeof(bb->status), "pid: %d\ncomm: %s\nstate: enabled\n"
+		 "runtime: %s\nsource: pyroscope\nservice: %s\n", series_pid(s), s->app, spy,
+		 s->app);
 	bb->target = (Aperture__Sync__V1__Target)APERTURE__SYNC__V1__TARGET__INIT;
 	bb->target.pid = series_pid(s);
 	bb->target.comm = (char *)s->app;
