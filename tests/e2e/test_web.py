@@ -1,0 +1,121 @@
+"""The aggregator's page in headless Chromium (tests/e2e/web.cjs, playwright-core driving
+Debian's chromium), against a real aggregator fed by a real node on loopback: cpu_split (b
+does 70 % of the work, c 30 %) and a deadlocked `waits deadlock` profiled on the node, and a
+service whose two seconds the test posts itself (grow: 10 then 90 samples, shrink: 90 then
+10) for compare. Screenshots in build/test-output/web/."""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from fleet import Aggregator, batch
+from helpers import BUILD, WORKLOADS, Daemon, parse_folded, read, wait_for, write
+from test_waits import Waits
+
+NODE_MODULES = "/usr/local/lib/aperture-tests/node_modules"
+OUT = BUILD / "test-output" / "web"
+TOKENS = {"node": "tok-web-node", "cmp": "tok-web-cmp", "read": "tok-web-read"}
+
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir(f"{NODE_MODULES}/playwright-core") or not os.path.exists("/usr/bin/chromium"),
+    reason="playwright-core (deploy/setup.sh) and /usr/bin/chromium are needed")
+
+
+@pytest.fixture(scope="module")
+def fleet(scratch):
+    agg = Aggregator(scratch, tokens=f"{TOKENS['node']} node web1\n{TOKENS['cmp']} node cmp\n"
+                                     f"{TOKENS['read']} read *\n").start()
+    (scratch / "token").write_text(TOKENS["node"])
+    node = Daemon(scratch / "mnt", scratch / "node.log",
+                  args=["--sync", agg.url, "--node", "web1", "--token-file",
+                        str(scratch / "token"), "--spool-dir", str(scratch / "spool")])
+    (scratch / "mnt").mkdir()
+    try:
+        node.start()
+        write(node.mnt / "config" / "sync_interval_s", "1")
+        yield agg, node
+        node.stop()
+    finally:
+        node.kill()
+        agg.stop()
+
+
+def test_page_lists_profiles_zooms_searches_compares_and_refuses_a_wrong_token(
+        fleet, workloads, scratch):
+    agg, node = fleet
+    split = workloads.start("cpu_split", 30)
+    dead = Waits(workloads, "deadlock")
+    write(node.target(split.pid) / "enable", "1")
+    write(node.target(dead.pid) / "enable", "1")
+    dead.send(b"\n")
+    dead.expect("locked")
+
+    def mirrored():
+        code, body = agg.get(f"/nodes/web1/targets/{split.pid}/cpu.folded", TOKENS["read"])
+        code2, dl = agg.get(f"/nodes/web1/targets/{dead.pid}/threads/deadlocks", TOKENS["read"])
+        stacks = parse_folded(body.decode()) if code == 200 else {}
+        b = sum(n for s, n in stacks.items() if s[-2:] == ("a", "b"))
+        return code2 == 200 and b"locker-a" in dl and b >= 50
+    wait_for(mirrored, 20, "the node's profile and deadlock at the aggregator")
+
+    # compare's ground truth: two seconds of service cmpsvc
+    t1, t2 = int(time.time()) - 120, int(time.time()) - 60
+    code, _ = agg.post(batch("cmp", "c" * 32, 1, [{
+        "pid": 7, "comm": "cmpsvc", "profiles": {"cpu": {
+            t1: {("cmpsvc", "main", "grow"): 10, ("cmpsvc", "main", "shrink"): 90},
+            t2: {("cmpsvc", "main", "grow"): 90, ("cmpsvc", "main", "shrink"): 10}}}}]),
+        TOKENS["cmp"])
+    assert code == 200
+
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir(parents=True)
+    cfg = {"url": agg.url, "token": TOKENS["read"], "node": "web1", "pid": split.pid,
+           "hot": "b", "deadlock_pid": dead.pid, "out": str(OUT),
+           "compare_hash": f"#p=/services/cmpsvc&view=compare&range=custom&from={t2}"
+                           f"&until={t2}&brange=custom&bfrom={t1}&buntil={t1}"}
+    (scratch / "web.json").write_text(json.dumps(cfg))
+    r = subprocess.run(["node", str(os.path.dirname(__file__) + "/web.cjs"),
+                        str(scratch / "web.json")], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, NODE_PATH=NODE_MODULES))
+    seen = json.loads(r.stdout or "{}")
+    assert r.returncode == 0 and not seen["errors"], (seen.get("errors"), r.stderr[-2000:])
+
+    # the node and its target, listed
+    assert "web1" in seen["nav"] and f"pid {split.pid}" in seen["nav"]
+    # cpu flame graph: b (70 % of b + c) is the top function by self
+    assert seen["flame_state"] == "ready" and seen["frames"] > 3
+    assert seen["top"][0][0] == "b", seen["top"]
+    # a click zoomed to b: the frame spans the graph's width
+    assert "z=cpu_split" in seen["zoom_hash"], seen["zoom_hash"]
+    assert seen["zoom_width"] > 0.95 * seen["flame_width"], seen
+    # the search's share is b's share of the profile, as the aggregator's own file says
+    stacks = parse_folded(agg.get(f"/nodes/web1/targets/{split.pid}/cpu.folded?last=3600",
+                                  TOKENS["read"])[1].decode())
+    share = 100 * sum(n for s, n in stacks.items() if "b" in s) / sum(stacks.values())
+    got = float(seen["matched"].split("Matched: ")[1].split("%")[0])
+    assert abs(got - share) < 5, (seen["matched"], share)
+    assert seen["link_matched"].startswith("Matched:"), "a link shows the same search"
+    # compare: grow is red (it grew from 10 % to 90 %), shrink is blue
+    assert seen["compare_state"] == "ready"
+    colours = {f["name"]: f["bg"] for f in seen["compare"]}
+
+    def rgb(s):
+        return [int(x) for x in s[s.index("(") + 1:s.index(")")].split(",")[:3]]
+    r_, g_, b_ = rgb(colours["grow"])
+    assert r_ > 200 and b_ < 150, colours
+    r_, g_, b_ = rgb(colours["shrink"])
+    assert b_ > 200 and r_ < 150, colours
+    # threads: the deadlock names both threads
+    assert "locker-a" in seen["deadlocks"] and "locker-b" in seen["deadlocks"], seen["deadlocks"]
+    # the download is the folded file shown
+    assert seen["download_name"].endswith(".cpu.folded")
+    assert sum(parse_folded(seen["download"]).values()) > 0
+    # a wrong token: unauthorized, and not a frame nor a function name on the page
+    assert seen["bad_state"] == "unauthorized" and seen["bad_frames"] == 0
+    assert "Unauthorized" in seen["bad_text"] and "cpu_split" not in seen["bad_text"]
+    for name in ("1-nav", "2-flame", "3-zoomed", "4-search", "5-compare", "6-threads",
+                 "7-unauthorized"):
+        assert (OUT / f"{name}.png").stat().st_size > 1000
