@@ -131,30 +131,55 @@ static int print_usage(struct aggregator *g, FILE *out)
 	return err == -ENOMEM ? err : 0;
 }
 
-struct nodes_seen {
-	struct aggregator *g;
-	FILE *out;
-	int err;
+/* Node names, gathered first: the store's list holds its read lock while it calls back. */
+struct names {
+	char **v;
+	size_t n, cap;
 };
 
-static int print_node(void *ctx, uint32_t id, const char *name)
+static int add_name(void *ctx, uint32_t id, const char *name)
 {
-	struct nodes_seen *n = ctx;
-	struct agg_node_status st;
-	int err = n->g->store->ops->node_status(n->g->store, name, &st);
+	struct names *ns = ctx;
 
-	if (err)
-		return err;
-	fputs("aperture_aggregate_node_last_batch_timestamp_seconds{node=\"", n->out);
-	prom_label(n->out, name);
-	fprintf(n->out, "\"} %" PRId64 "\n", st.last_batch_unix);
-	return 0;
+	if (ns->n == ns->cap) {
+		size_t cap = ns->cap ? ns->cap * 2 : 64;
+		char **bigger = realloc(ns->v, cap * sizeof(*bigger));
+
+		if (!bigger)
+			return -ENOMEM;
+		ns->v = bigger;
+		ns->cap = cap;
+	}
+	ns->v[ns->n] = strdup(name);
+	return ns->v[ns->n++] ? 0 : -ENOMEM;
+}
+
+static int print_nodes(struct aggregator *g, FILE *out)
+{
+	struct names ns = {0};
+	int err = g->store->ops->list_scopes(g->store, AGG_SCOPE_NODE, add_name, &ns);
+
+	prom_family(out, "aperture_aggregate_node_last_batch_timestamp_seconds", "gauge",
+		    "When each node's last batch was received.");
+	for (size_t i = 0; !err && i < ns.n; i++) {
+		struct agg_node_status st;
+
+		err = g->store->ops->node_status(g->store, ns.v[i], &st);
+		if (err)
+			break;
+		fputs("aperture_aggregate_node_last_batch_timestamp_seconds{node=\"", out);
+		prom_label(out, ns.v[i]);
+		fprintf(out, "\"} %" PRId64 "\n", st.last_batch_unix);
+	}
+	for (size_t i = 0; i < ns.n; i++)
+		free(ns.v[i]);
+	free(ns.v);
+	return err;
 }
 
 int agg_metrics_render(struct aggregator *g, FILE *out)
 {
 	uint64_t batches = 0, samples = 0, nodes = 0, targets = 0;
-	struct nodes_seen ns = { .g = g, .out = out };
 	int err = g->store->ops->totals(g->store, &batches, &samples, &nodes, &targets);
 
 	if (err)
@@ -215,9 +240,7 @@ int agg_metrics_render(struct aggregator *g, FILE *out)
 	err = print_usage(g, out);
 	if (err)
 		return err;
-	prom_family(out, "aperture_aggregate_node_last_batch_timestamp_seconds", "gauge",
-		     "When each node's last batch was received.");
-	err = g->store->ops->list_scopes(g->store, AGG_SCOPE_NODE, print_node, &ns);
+	err = print_nodes(g, out);
 	if (err)
 		atomic_fetch_add(&g->store_query_errors, 1);
 	return err == -ENOMEM ? err : 0;

@@ -638,7 +638,9 @@
 		table.innerHTML = "<tr><th>thread</th><th>times</th><th>blocked us</th><th>last stack</th></tr>";
 		by.forEach(function (t, k) {
 			var tr = document.createElement("tr");
-			[k, t.n, t.us, Array.isArray(t.stack) ? t.stack.join(" > ") : t.stack || ""]
+			[k, t.n, t.us, Array.isArray(t.stack) ? t.stack.map(function (f) {
+				return f && f.name || f;
+			}).join(" < ") : t.stack || ""]
 				.forEach(function (v) {
 					var td = document.createElement("td");
 					td.textContent = v;
