@@ -449,7 +449,7 @@ static int target_msg(struct build *bd, const struct target_record *r, const str
 	return 0;
 }
 
-/* The profile's message in the current part, with room for nseconds seconds. */
+/* The profile's message in the current part, with room for nseconds Second messages. */
 static int profile_msg(struct build *bd, const struct target_record *r, const struct seen *s,
 		       struct record_msgs *m, int which, const char *unit, size_t nseconds,
 		       uint32_t period_ns)
@@ -503,13 +503,59 @@ static int map_stack(struct build *bd, const struct profile_seconds *d,
 	return stack_index(bd, ids, depth, out);
 }
 
+/* Counts of one second go in pieces of at most this many stacks: a part may end inside a
+ * second (counts are additive), so no second makes a part too large. */
+#define PIECE 4096
+
+/* One piece of a second: counts n (all of second sec) into the current part. */
+static int add_piece(struct build *bd, const struct target_record *r, const struct seen *s,
+		     struct record_msgs *m, int which, const struct profile_seconds *d,
+		     struct id_map *frames, struct id_map *stacks, size_t npieces,
+		     uint32_t period_ns, const struct profile_second_count *c, size_t n)
+{
+	WireProfile *pr;
+	WireSecond *ws;
+	int err;
+
+	err = part_room(bd, n * 12);
+	err = err ?: profile_msg(bd, r, s, m, which, d->unit, npieces, period_ns);
+	if (err)
+		return err;
+	ws = arena_alloc(&bd->ar, sizeof(*ws));
+	if (!ws)
+		return -ENOMEM;
+	*ws = (WireSecond)APERTURE__SYNC__V1__SECOND__INIT;
+	ws->sec = c->sec;
+	/* Attached first: its part frees its arrays, even half filled. */
+	pr = m->profiles[which];
+	pr->seconds[pr->n_seconds++] = ws;
+	ws->stacks = malloc(n * sizeof(*ws->stacks));
+	ws->counts = malloc(n * sizeof(*ws->counts));
+	if (!ws->stacks || !ws->counts)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++) {
+		struct id_map *sm = &stacks[c[k].stack];
+
+		if (sm->part_no != bd->nparts) {
+			err = map_stack(bd, d, &d->stacks[c[k].stack], frames, &sm->index);
+			if (err)
+				return err;
+			sm->part_no = bd->nparts;
+		}
+		ws->stacks[ws->n_stacks++] = sm->index;
+		ws->counts[ws->n_counts++] = c[k].count;
+	}
+	cur(bd)->bytes += 8 + n * 8;
+	return 0;
+}
+
 /* One profile's seconds since the last shipped, before until. */
 static int add_profile(struct build *bd, const struct target_record *r, struct seen *s,
 		       struct record_msgs *m, int which, int64_t until, uint32_t period_ns)
 {
 	struct id_map *frames = NULL, *stacks = NULL;
 	struct profile_seconds *d;
-	size_t i = 0, nseconds = 0;
+	size_t i, end, npieces = 0;
 	int64_t from = s->last_sec[which] == INT64_MIN ? INT64_MIN : s->last_sec[which] + 1;
 	int err;
 
@@ -518,61 +564,25 @@ static int add_profile(struct build *bd, const struct target_record *r, struct s
 		return err;
 	if (!d->ncounts)
 		goto out;
-	for (i = 0; i < d->ncounts; i++)
-		nseconds += i == 0 || d->counts[i].sec != d->counts[i - 1].sec;
-	i = 0;
+	for (i = 0; i < d->ncounts; i = end) {
+		for (end = i; end < d->ncounts && d->counts[end].sec == d->counts[i].sec; end++)
+			;
+		npieces += (end - i + PIECE - 1) / PIECE;
+	}
 	frames = calloc(d->nnames ? d->nnames : 1, sizeof(*frames));
 	stacks = calloc(d->nstacks, sizeof(*stacks));
 	if (!frames || !stacks) {
 		err = -ENOMEM;
 		goto out;
 	}
-	while (i < d->ncounts) {
-		int64_t sec = d->counts[i].sec;
-		size_t end = i, k;
-		WireSecond *ws;
-
-		while (end < d->ncounts && d->counts[end].sec == sec)
-			end++;
-		err = part_room(bd, (end - i) * 12);
-		err = err ?: profile_msg(bd, r, s, m, which, d->unit, nseconds, period_ns);
-		if (err)
-			goto out;
-		ws = arena_alloc(&bd->ar, sizeof(*ws));
-		if (!ws) {
-			err = -ENOMEM;
-			goto out;
-		}
-		*ws = (WireSecond)APERTURE__SYNC__V1__SECOND__INIT;
-		ws->sec = sec;
-		ws->stacks = malloc((end - i) * sizeof(*ws->stacks));
-		ws->counts = malloc((end - i) * sizeof(*ws->counts));
-		if (!ws->stacks || !ws->counts) {
-			free(ws->stacks);
-			free(ws->counts);
-			err = -ENOMEM;
-			goto out;
-		}
-		for (k = i; k < end; k++) {
-			const struct profile_second_count *c = &d->counts[k];
-			struct id_map *sm = &stacks[c->stack];
-
-			if (sm->part_no != bd->nparts) {
-				err = map_stack(bd, d, &d->stacks[c->stack], frames, &sm->index);
-				if (err)
-					break;
-				sm->part_no = bd->nparts;
-			}
-			ws->stacks[ws->n_stacks++] = sm->index;
-			ws->counts[ws->n_counts++] = c->count;
-		}
-		/* Even a half-filled second is freed with its part. */
-		m->profiles[which]->seconds[m->profiles[which]->n_seconds++] = ws;
-		if (err)
-			goto out;
-		cur(bd)->bytes += 8 + (end - i) * 8;
-		s->last_sec[which] = sec;
-		i = end;
+	for (i = 0; !err && i < d->ncounts; i = end) {
+		for (end = i; end < d->ncounts && d->counts[end].sec == d->counts[i].sec; end++)
+			;
+		for (size_t k = i; !err && k < end; k += PIECE)
+			err = add_piece(bd, r, s, m, which, d, frames, stacks, npieces, period_ns,
+					&d->counts[k], end - k < PIECE ? end - k : PIECE);
+		if (!err)
+			s->last_sec[which] = d->counts[i].sec;
 	}
 out:
 	free(frames);
@@ -640,6 +650,7 @@ static int add_blocking(struct build *bd, const struct target_record *r, struct 
 		if (err)
 			break;
 		t->blocking[t->n_blocking++] = wb;
+		cur(bd)->bytes += 48 + strlen(ev->thread);
 		s->blocking_ns = ev->time_ns;
 	}
 	blocking_snapshot_free(snap);
@@ -709,7 +720,7 @@ static int add_sys(struct build *bd, const struct target_record *r, struct seen 
 		w->hist = hist;
 		w->n_hist = LATENCY_HIST;
 		st->rows[st->n_rows++] = w;
-		cur(bd)->bytes += 300;
+		cur(bd)->bytes += 400;
 	}
 	s->sys_sig = sig;
 out:
