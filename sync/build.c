@@ -618,13 +618,6 @@ void sync_builder_free(struct sync_builder *b)
 	free(b);
 }
 
-void sync_parts_free(struct sync_part *parts, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(parts[i].data);
-	free(parts);
-}
-
 int sync_builder_run(struct sync_builder *b, struct aperture *a, int64_t until,
 		     const Aperture__Sync__V1__NodeStatus *status, uint64_t *next_seq,
 		     struct sync_part **parts, size_t *n)

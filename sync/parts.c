@@ -285,6 +285,13 @@ int parts_stack(struct parts *ps, const uint32_t *frames, uint32_t depth, uint32
 	return 0;
 }
 
+void sync_parts_free(struct sync_part *parts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(parts[i].data);
+	free(parts);
+}
+
 int parts_encode(struct parts *ps, uint64_t first_seq,
 		 const Aperture__Sync__V1__NodeStatus *status, struct sync_part **out, size_t *n)
 {
