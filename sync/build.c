@@ -286,6 +286,8 @@ static int add_profile(struct build *bd, const struct target_record *r, struct s
 	int64_t from = s->last_sec[which] == INT64_MIN ? INT64_MIN : s->last_sec[which] + 1;
 	int err;
 
+	if (!r->profiles[which])
+		return 0;
 	err = profile_seconds(r->profiles[which], from, until, &d);
 	if (err)
 		return err;
@@ -342,9 +344,9 @@ static int add_blocking(struct build *bd, const struct target_record *r, struct 
 {
 	struct blocking_snapshot *snap;
 	WireTarget *t;
-	int err = blocking_log_snapshot(r->blocking, &snap);
+	int err = r->blocking ? blocking_log_snapshot(r->blocking, &snap) : 0;
 
-	if (err)
+	if (err || !r->blocking)
 		return err;
 	for (size_t i = 0; i < snap->n; i++) {
 		const struct blocking_event *ev = &snap->events[i];
@@ -399,9 +401,9 @@ static int add_sys(struct build *bd, const struct target_record *r, struct seen 
 	struct sys_snapshot *snap;
 	uint64_t sig = 14695981039346656037ULL;
 	WireSysStats *st;
-	int err = sys_table_snapshot(r->sys, &snap);
+	int err = r->sys ? sys_table_snapshot(r->sys, &snap) : 0;
 
-	if (err)
+	if (err || !r->sys)
 		return err;
 	for (size_t i = 0; i < snap->nrows; i++)
 		sig = hash_bytes(sig, &snap->rows[i].lat, sizeof(snap->rows[i].lat));
