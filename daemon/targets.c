@@ -889,20 +889,20 @@ int targets_records(struct targets *ts, struct target_record **out, size_t *n)
 		return -ENOMEM;
 	}
 	HASH_ITER(hh, ts->by_pid, t, tmp) {
-		bool collected = t->blocking && t->sys;
+		bool collected = false;
 
-		/* profiles_ensure made them all at the first enable, or failed. */
 		for (int i = 0; i < TARGET_PROFILE_NR; i++)
-			collected = collected && t->profiles[i];
+			collected = collected || t->profiles[i];
 		if (!collected)
 			continue;
 		r[len] = (struct target_record){
 			.pid = t->pid, .start_time = t->id.start_time, .state = t->state,
-			.state_name = state_names[t->state], .jvm = t->jvm, .blocking = blocking_log_ref(t->blocking),
-			.sys = sys_table_ref(t->sys) };
+			.state_name = state_names[t->state], .jvm = t->jvm,
+			.blocking = t->blocking ? blocking_log_ref(t->blocking) : NULL,
+			.sys = t->sys ? sys_table_ref(t->sys) : NULL };
 		memcpy(r[len].comm, t->id.comm, sizeof(r[len].comm));
 		for (int i = 0; i < TARGET_PROFILE_NR; i++)
-			r[len].profiles[i] = profile_ref(t->profiles[i]);
+			r[len].profiles[i] = t->profiles[i] ? profile_ref(t->profiles[i]) : NULL;
 		len++;
 	}
 	pthread_mutex_unlock(&ts->lock);

@@ -5,6 +5,7 @@ node has shipped every second of it, the aggregator's copy must be the same to t
 through an aggregator killed and restarted, a node killed and restarted with batches in its
 spool, a replayed batch and a spool too small for an outage."""
 import calendar
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import pytest
 from helpers import (APERTURE, WORKLOADS, Daemon, parse_folded, parse_status, read, wait_for,
                      write, write_errno)
 from test_jvm import JAVA_SRC, Jvm, enable_and_attach
+from test_waits import Waits, block_for
 
 TAG = f"aps{os.getpid() % 100000}"
 AGG_NS = f"{TAG}a"
@@ -400,3 +402,31 @@ def test_a_jvms_profiles_and_thread_snapshots_mirrored(fleet, scratch):
         assert code == 200 and b"state: attached" in body, body[:300]
     finally:
         jvm.kill()
+
+
+def test_off_cpu_time_and_blocking_events_mirrored(fleet, workloads):
+    """A Tokio-named worker blocked 3 x 60 ms: the off-CPU profile arrives exactly, and the
+    blocking events each once."""
+    agg, nodes = fleet
+    n2 = nodes["n2"]
+    w = Waits(workloads, "block")
+    target = n2.target(w.pid)
+    if (target / "collectors").exists():  # collectors chosen per target: off-CPU too
+        write(target / "collectors", "cpu offcpu")
+    write(target / "enable", "1")
+    wait_for(lambda: json.loads(read(target / "blocking.json"))["workers"]["watching"], 5,
+             "the worker to be watched")
+    for _ in range(3):
+        block_for(w, 0.06)
+    wait_for(lambda: json.loads(read(target / "blocking.json"))["events_total"] >= 3, 5,
+             "three blocking events")
+    write(target / "enable", "0")
+    after = time.time()
+    wait_for(lambda: n2.shipped_all(after), 20, "n2 to ship every second")
+    mine = parse_folded(read(target / "offcpu.folded"))
+    assert total(mine) > 150_000, total(mine)  # microseconds: 3 x 60 ms and more
+    assert agg.folded(f"/nodes/n2/targets/{w.pid}/offcpu.folded") == mine
+    code, body = agg.curl(f"/nodes/n2/targets/{w.pid}/blocking.json")
+    assert code == 200, body
+    theirs = json.loads(body)["events"]
+    assert theirs == json.loads(read(target / "blocking.json"))["events"] and len(theirs) >= 3
