@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""The page's time to a drawn flame graph for a service with 1 hour of 100 nodes (SQLite).
+
+bench/aggregate.py's load (a recorded many_stacks profile, 99 samples a second per target, 2
+targets per node, one batch per node per 10 s) fills an aggregator with HOURS of NODES nodes,
+then headless Chromium (Debian's, through playwright-core) opens the page at a service with
+the range `last hour`, RUNS times, each in a fresh browser profile: the figure is the time from
+navigation start to the flame graph and its table drawn (the page's `apertureDrawn` mark),
+beside the aggregator's own time to answer the service's cpu.folded for the same range.
+
+    sudo bench/web.py            # NODES=100 HOURS=1 RUNS=5
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from aggregate import INTERVAL_S, record_profile, seconds_of  # noqa: E402
+from fleet import Aggregator, HEADERS, batch, encode  # noqa: E402
+
+NODES = int(os.environ.get("NODES", 100))
+HOURS = float(os.environ.get("HOURS", 1))
+RUNS = int(os.environ.get("RUNS", 5))
+CONNS = 8
+NODE_MODULES = "/usr/local/lib/aperture-tests/node_modules"
+
+MEASURE = r"""
+const { chromium } = require("playwright-core");
+(async () => {
+  const [url, token, dir] = process.argv.slice(1);
+  const ctx = await chromium.launchPersistentContext(dir, { executablePath: "/usr/bin/chromium",
+    headless: true, viewport: { width: 1500, height: 900 }, args: ["--headless", "--no-sandbox",
+    "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"] });
+  const page = await ctx.newPage();
+  await page.goto(url + "/ui/app.css");
+  await page.evaluate((t) => localStorage.setItem("aperture-token", t), token);
+  await page.goto(url + "/#p=/services/svc0&range=3600");
+  await page.waitForFunction(() => window.apertureDrawn, null, { timeout: 60000 });
+  const r = await page.evaluate(() => ({ drawn_ms: window.apertureDrawn,
+    frames: document.querySelectorAll("#flame .fr").length }));
+  process.stdout.write(JSON.stringify(r));
+  await ctx.close();
+})();
+"""
+
+
+def fill(agg, stacks):
+    rounds = int(HOURS * 3600 / INTERVAL_S)
+    start = int(time.time()) - rounds * INTERVAL_S - 5
+    queue, lock, failures = [], threading.Lock(), []
+    done = threading.Event()
+
+    def producer():
+        for r in range(rounds):
+            secs = seconds_of(stacks, start + r * INTERVAL_S)
+            for i in range(NODES):
+                targets = [dict(pid=1000 + t, comm=f"svc{t}", labels={"service": f"svc{t}"},
+                                profiles={"cpu": secs}) for t in range(2)]
+                body = encode(batch(f"node{i}", f"{i:032x}", r + 1, targets))
+                while True:
+                    with lock:
+                        if len(queue) < 2000:
+                            queue.append((f"tok{i}", body))
+                            break
+                    time.sleep(0.01)
+        done.set()
+
+    def worker():
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", agg.port, timeout=120)
+        while True:
+            with lock:
+                item = queue.pop(0) if queue else None
+            if not item:
+                if done.is_set():
+                    with lock:
+                        if not queue:
+                            break
+                time.sleep(0.01)
+                continue
+            c.request("POST", "/v1/batches", item[1],
+                      dict(HEADERS, Authorization=f"Bearer {item[0]}"))
+            r = c.getresponse()
+            r.read()
+            if r.status != 200:
+                failures.append(r.status)
+        c.close()
+
+    threads = [threading.Thread(target=producer)] + [threading.Thread(target=worker)
+                                                       for _ in range(CONNS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return rounds * NODES, failures
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        stacks = record_profile(tmp)
+        d = Path(tmp) / "agg"
+        d.mkdir()
+        tokens = "".join(f"tok{i} node node{i}\n" for i in range(NODES)) + "tokread read *\n"
+        agg = Aggregator(d, tokens).start()
+        t0 = time.monotonic()
+        batches, failures = fill(agg, stacks)
+        fill_s = time.monotonic() - t0
+        server = []
+        for _ in range(RUNS):
+            req = urllib.request.Request(agg.url + "/services/svc0/cpu.folded?last=3600",
+                                         headers={"Authorization": "Bearer tokread"})
+            t = time.monotonic()
+            body = urllib.request.urlopen(req, timeout=120).read()
+            server.append(time.monotonic() - t)
+        page = []
+        for i in range(RUNS):
+            r = subprocess.run(["node", "-e", MEASURE, agg.url, "tokread", f"{tmp}/ud{i}"],
+                               capture_output=True, text=True, timeout=180,
+                               env=dict(os.environ, NODE_PATH=NODE_MODULES))
+            page.append(json.loads(r.stdout))
+        db_mb = sum(p.stat().st_size for p in d.glob("agg.db*")) / 2**20
+        agg.stop()
+    med = lambda v: sorted(v)[len(v) // 2]
+    result = dict(nodes=NODES, hours=HOURS, batches=batches, failures=len(failures),
+                  fill_s=round(fill_s, 1), db_mb=round(db_mb, 1),
+                  folded_bytes=len(body), stacks=len(stacks),
+                  server_folded_s=[round(s, 3) for s in server],
+                  page_drawn_s=[round(p["drawn_ms"] / 1000, 3) for p in page],
+                  frames=page[0]["frames"])
+    print(f"{NODES} nodes x {HOURS} h ({batches} batches, {result['db_mb']} MB SQLite, "
+          f"filled in {result['fill_s']} s, {len(failures)} failures)")
+    print(f"service cpu.folded, last hour: aggregator answers in {med(server):.3f} s (median "
+          f"of {RUNS}); page opened to flame graph drawn: {med(result['page_drawn_s']):.3f} s "
+          f"(median; target < 2 s), {result['frames']} frames drawn")
+    out = HERE / "results" / f"web-{time.strftime('%Y-%m-%dT%H%M%S')}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
