@@ -22,11 +22,11 @@ struct request {
 	bool too_large;
 };
 
-static enum MHD_Result answer(struct MHD_Connection *c, unsigned status, const char *type,
-			      char *data, size_t len)
+enum MHD_Result agg_http_answer(struct MHD_Connection *c, unsigned status, const char *type,
+				char *data, size_t len)
 {
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, data,
-								 MHD_RESPMEM_MUST_FREE);
+	struct MHD_Response *r = data ? MHD_create_response_from_buffer(len, data,
+									MHD_RESPMEM_MUST_FREE) : NULL;
 	enum MHD_Result ret;
 
 	if (!r) {
@@ -49,7 +49,7 @@ static enum MHD_Result answer_json(struct MHD_Connection *c, unsigned status, co
 {
 	char *copy = strdup(json);
 
-	return copy ? answer(c, status, "application/json", copy, strlen(copy)) : MHD_NO;
+	return copy ? agg_http_answer(c, status, "application/json", copy, strlen(copy)) : MHD_NO;
 }
 
 static enum MHD_Result answer_error(struct MHD_Connection *c, unsigned status, const char *why)
@@ -60,7 +60,13 @@ static enum MHD_Result answer_error(struct MHD_Connection *c, unsigned status, c
 	if (o && cJSON_AddStringToObject(o, "error", why))
 		s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	return s ? answer(c, status, "application/json", s, strlen(s)) : MHD_NO;
+	return s ? agg_http_answer(c, status, "application/json", s, strlen(s)) : MHD_NO;
+}
+
+static enum MHD_Result answer_too_large(struct aggregator *g, struct MHD_Connection *c)
+{
+	atomic_fetch_add(&g->rejected[AGG_REJECT_TOO_LARGE], 1);
+	return answer_error(c, 413, "request body larger than the aggregator reads");
 }
 
 static const struct token *caller_token(struct aggregator *g, struct MHD_Connection *c)
@@ -85,10 +91,6 @@ static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c
 	char reply[1024];
 	int status;
 
-	if (rq->too_large) {
-		atomic_fetch_add(&g->rejected[AGG_REJECT_TOO_LARGE], 1);
-		return answer_error(c, 413, "request body larger than the aggregator reads");
-	}
 	if (enc && strcasecmp(enc, "gzip")) {
 		atomic_fetch_add(&g->rejected[AGG_REJECT_VERSION], 1);
 		return answer_error(c, 415, "Content-Encoding must be gzip");
@@ -153,10 +155,6 @@ static enum MHD_Result post_pyroscope(struct aggregator *g, struct MHD_Connectio
 	char reply[1024];
 	int status;
 
-	if (rq->too_large) {
-		atomic_fetch_add(&g->rejected[AGG_REJECT_TOO_LARGE], 1);
-		return answer_error(c, 413, "request body larger than the aggregator reads");
-	}
 	if (type && !strncasecmp(type, "multipart/form-data", 19)) {
 		struct MHD_PostProcessor *pp = MHD_create_post_processor(c, 65536, form_iterate,
 									 &f);
@@ -258,7 +256,7 @@ static enum MHD_Result get_dir(struct aggregator *g, struct MHD_Connection *c,
 	cJSON_Delete(o);
 	if (!s)
 		return answer_error(c, err == -EIO ? 503 : 500, strerror(err ? -err : ENOMEM));
-	return answer(c, 200, "application/json", s, strlen(s));
+	return agg_http_answer(c, 200, "application/json", s, strlen(s));
 }
 
 /* ?last= or ?from=&until= (with a prefix: ?base_last=...): none set is everything kept. */
@@ -342,7 +340,7 @@ static enum MHD_Result get_compare(struct aggregator *g, struct MHD_Connection *
 	}
 	if (!data)
 		data = calloc(1, 1);
-	return answer(c, 200, cmp.svg ? "image/svg+xml" : "text/plain; charset=utf-8", data,
+	return agg_http_answer(c, 200, cmp.svg ? "image/svg+xml" : "text/plain; charset=utf-8", data,
 		      len);
 }
 
@@ -385,7 +383,7 @@ static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 	page = page_file(c, path, &type);
 	if (page) {
 		data = strdup(page);
-		return data ? answer(c, 200, type, data, strlen(data)) : MHD_NO;
+		return data ? agg_http_answer(c, 200, type, data, strlen(data)) : MHD_NO;
 	}
 	if (!g->insecure && !k)
 		return answer_error(c, 401, "missing or unknown bearer token");
@@ -413,7 +411,7 @@ static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 	/* An empty file is a valid answer; libmicrohttpd wants a buffer all the same. */
 	if (!data)
 		data = calloc(1, 1);
-	return answer(c, 200, content_type(path), data, len);
+	return agg_http_answer(c, 200, content_type(path), data, len);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -435,7 +433,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		/* Said too long up front: answered before a byte of it is read. */
 		if (post && cl && strtoull(cl, NULL, 10) > AGG_MAX_BODY) {
 			rq->too_large = true;
-			return post_batch(g, c, rq); /* its 413, for /ingest too */
+			return answer_too_large(g, c);
 		}
 		return MHD_YES;
 	}
@@ -470,6 +468,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (post && rq->too_large)
+		return answer_too_large(g, c);
 	if (post && !strcmp(url, "/v1/batches"))
 		return post_batch(g, c, rq);
 	if (post && !strcmp(url, "/ingest"))

@@ -3,6 +3,9 @@
 #ifndef APERTURE_AGGREGATE_HTTP_H
 #define APERTURE_AGGREGATE_HTTP_H
 
+#include <microhttpd.h>
+#include <stddef.h>
+
 struct aggregator;
 struct agg_http;
 
@@ -19,6 +22,9 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 void agg_http_stop(struct agg_http *h);
 
 struct sockaddr_storage;
+/* Queues data (malloc'd; freed here, also on failure) as the answer, no-store. */
+enum MHD_Result agg_http_answer(struct MHD_Connection *c, unsigned status, const char *type,
+				char *data, size_t len);
 /* ADDR:PORT (numeric, IPv4 or [IPv6]:PORT) into ss; -EINVAL with why. */
 int http_parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
 		      size_t why_size);

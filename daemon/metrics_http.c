@@ -12,23 +12,6 @@ struct metrics_http {
 	struct MHD_Daemon *d;
 };
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
-			     char *data, size_t len)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, data,
-								 MHD_RESPMEM_MUST_FREE);
-	enum MHD_Result ret;
-
-	if (!r) {
-		free(data);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
 			      const char *method, const char *version, const char *upload_data,
 			      size_t *upload_data_size, void **con_cls)
@@ -38,20 +21,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	size_t len = 0;
 	FILE *out;
 
-	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
-		return reply(c, 405, "text/plain", strdup("GET /metrics\n"), 13);
-	if (strcmp(url, "/metrics"))
-		return reply(c, 404, "text/plain", strdup("GET /metrics\n"), 13);
+	if (strcmp(url, "/metrics") ||
+	    (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)))
+		return agg_http_answer(c, 404, "text/plain", strdup("GET /metrics\n"), 13);
 	out = open_memstream(&text, &len);
 	if (!out)
 		return MHD_NO;
 	if (aperture_metrics(a, out)) {
 		fclose(out);
 		free(text);
-		return reply(c, 500, "text/plain", strdup("out of memory\n"), 14);
+		return agg_http_answer(c, 500, "text/plain", strdup("out of memory\n"), 14);
 	}
 	fclose(out);
-	return reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+	return agg_http_answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
 int metrics_http_start(struct aperture *a, const char *listen, struct metrics_http **out,
