@@ -35,6 +35,11 @@ enum MHD_Result agg_http_answer(struct MHD_Connection *c, unsigned status, const
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
+	/* The page talks to this server only: the browser enforces it. */
+	if (!strncmp(type, "text/html", 9))
+		MHD_add_response_header(r, "Content-Security-Policy",
+					"default-src 'self'; img-src 'self' data: blob:; "
+					"frame-ancestors 'none'");
 	if (status == 503 || status == 429)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
 	if (status == 401)
