@@ -585,8 +585,10 @@
 		params.set("path", s.p);
 		params.set("base", s.bp || s.p);
 		rangeParams(params, "", s.range, s.from, s.until);
-		rangeParams(params, "base_", s.brange || (s.bp ? s.range : "86400"),
-			    s.brange ? s.bfrom : s.bp ? s.from : "", s.brange ? s.buntil : s.bp ? s.until : "");
+		// no base range: another scope over the same range, or this one just before
+		var b = s.brange ? { brange: s.brange, bfrom: s.bfrom, buntil: s.buntil } :
+			s.bp ? { brange: s.range, bfrom: s.from, buntil: s.until } : previousRange(s);
+		rangeParams(params, "base_", b.brange, b.bfrom, b.buntil);
 		var svg = new URLSearchParams(params);
 		svg.set("format", "svg");
 		downloads([{ label: "folded", path: "/compare", params: params,
