@@ -90,6 +90,7 @@
 		$("nodes").textContent = "";
 		clearView();
 		$("toolbar").hidden = true;
+		$("title").textContent = "";
 		$("hint").hidden = true;
 		banner("unauthorized", "Unauthorized");
 		setState("unauthorized", (token() ? "This token may not read this (" +
@@ -719,6 +720,7 @@
 		ev.preventDefault();
 		localStorage.setItem("aperture-token", $("token").value.trim());
 		$("token").value = "";
+		setState("loading", "Trying the token...");
 		$("token").placeholder = "token kept in this browser";
 		loadNav().then(render);
 	};
