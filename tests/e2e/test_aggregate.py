@@ -3,6 +3,7 @@ on loopback, read back over HTTP and its FUSE mount."""
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -313,6 +314,9 @@ def test_insecure_says_so_and_the_page_lists(scratch):
         dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
                               "--virtual-time-budget=5000", "--dump-dom", a.url + "/"],
                              capture_output=True, timeout=60).stdout.decode()
-        assert '<h3>services</h3><a>svc</a><h3>node any</h3><a>pid 77</a>' in dom
+        # the page's lists (aggregate/web/app.js): the service, the node and its target
+        assert re.search(r'<a data-path="/services/svc"[^>]*>svc</a>', dom), dom
+        assert '<div class="node-head">any<' in dom, dom
+        assert re.search(r'<a data-path="/nodes/any/targets/77"[^>]*>pid 77 ', dom), dom
     finally:
         a.stop()
