@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from aggregate import INTERVAL_S, record_profile, seconds_of  # noqa: E402
 from fleet import Aggregator, HEADERS, batch, encode  # noqa: E402
+from helpers import wait_for  # noqa: E402
 
 NODES = int(os.environ.get("NODES", 100))
 HOURS = float(os.environ.get("HOURS", 1))
@@ -131,7 +132,10 @@ def main():
         marker.write_text(json.dumps(have))
         print(f"filled: {have}", flush=True)
     else:
-        agg.start()
+        try:
+            agg.start()
+        except AssertionError:  # a big store's retention pass runs before it listens
+            wait_for(agg._ready, 900, "the aggregator to open its store")
     rng = f"from={have['start']}&until={have['start'] + int(HOURS * 3600) + 10}"
     server, page = [], []
     with tempfile.TemporaryDirectory() as tmp:
