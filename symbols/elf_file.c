@@ -328,62 +328,6 @@ const char *elf_file_lookup(const struct elf_file *f, uint64_t file_offset)
 	return NULL;
 }
 
-/* Startup code every executable links in from the toolchain (crt1.o, crti.o, crtbegin.o),
- * built however the distribution built it: it says nothing about the program. */
-static bool is_crt(const char *name)
-{
-	static const char *const crt[] = {
-		"_start", "_init", "_fini", "deregister_tm_clones", "register_tm_clones",
-		"__do_global_dtors_aux", "frame_dummy", "__libc_csu_init", "__libc_csu_fini",
-	};
-
-	for (size_t i = 0; i < sizeof(crt) / sizeof(crt[0]); i++)
-		if (!strcmp(name, crt[i]))
-			return true;
-	return false;
-}
-
-int elf_file_frame_pointers(const struct elf_file *f)
-{
-	static const uint8_t endbr64[] = { 0xf3, 0x0f, 0x1e, 0xfa };
-	static const uint8_t prologue[] = { 0x55, 0x48, 0x89, 0xe5 };
-	size_t size, seen = 0, with = 0;
-	const uint8_t *image;
-	GElf_Addr bias;
-	Elf *elf;
-
-	elf = dwfl_module_getelf(f->mod, &bias);
-	image = elf ? (const uint8_t *)elf_rawfile(elf, &size) : NULL;
-	if (!image)
-		return -ENOENT;
-	for (size_t i = 0; i < f->nsyms && seen < 256; i++) {
-		const struct elf_sym *s = &f->syms[i];
-
-		if (!s->sized || s->end - s->addr < 8 || is_crt(s->name))
-			continue;
-		for (size_t j = 0; j < f->nloads; j++) {
-			const struct elf_load *l = &f->loads[j];
-			const uint8_t *code;
-			uint64_t off;
-
-			if (s->addr < l->vaddr || s->addr - l->vaddr + 8 > l->filesz)
-				continue;
-			off = s->addr - l->vaddr + l->offset;
-			if (off + 8 > size)
-				break;
-			code = image + off;
-			if (!memcmp(code, endbr64, sizeof(endbr64)))
-				code += sizeof(endbr64);
-			seen++;
-			with += !memcmp(code, prologue, sizeof(prologue));
-			break;
-		}
-	}
-	if (seen < 2)
-		return -ENOENT;
-	return with * 2 >= seen;
-}
-
 static void describe(Dwarf_Die *die, struct elf_scope *out)
 {
 	Dwarf_Attribute mem, *attr;

@@ -228,30 +228,6 @@ void proc_syms_free(struct proc_syms *ps)
 	free(ps);
 }
 
-static int is_system_file(const char *path)
-{
-	return !strncmp(path, "/usr/lib/", 9) || !strncmp(path, "/lib/", 5) ||
-	       !strncmp(path, "/lib64/", 7) || !strncmp(path, "/usr/lib64/", 11);
-}
-
-int proc_syms_frame_pointers(struct proc_syms *ps)
-{
-	int ret = -ENOENT;
-
-	pthread_rwlock_rdlock(&ps->lock);
-	/* The program's own files first: the distribution's libraries say how it was built. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < ps->n && ret == -ENOENT; i++) {
-			const struct proc_map *m = &ps->maps[i];
-
-			if (m->kind == MAP_FILE && m->file && pass == is_system_file(m->path))
-				ret = elf_file_frame_pointers(cached_file_elf(m->file));
-		}
-	}
-	pthread_rwlock_unlock(&ps->lock);
-	return ret;
-}
-
 static const struct proc_map *find_map(const struct proc_syms *ps, uint64_t addr)
 {
 	size_t lo = 0, hi = ps->n;

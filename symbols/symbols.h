@@ -41,13 +41,6 @@ int proc_syms_refresh(struct proc_syms *ps);
 
 void proc_syms_free(struct proc_syms *ps);
 
-/* Whether the process's code was built with frame pointers, as judged from its executable
- * (its lowest file mapping), or when that has too few functions to tell (stripped, or all in
- * a library), from the next mapped file that can, files outside /usr/lib, /lib (the
- * distribution's libraries) first: 1 yes, 0 no, -ENOENT if none can tell. See
- * elf_file_frame_pointers. */
-int proc_syms_frame_pointers(struct proc_syms *ps);
-
 /* Name of a user address. is_return: the address is a return address, so the call site
  * (addr - 1) is looked up, as perf does; the leaf frame's address is exact.
  * Returns 0 with the name in buf; -ENOENT if no mapping covers addr (the caller may refresh
