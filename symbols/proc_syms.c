@@ -254,18 +254,20 @@ static int format_name(const struct proc_syms *ps, const char *name, char *buf, 
 	return symbols_format(buf, len, "%s", name);
 }
 
-static int name_in_map(const struct proc_syms *ps, const struct proc_map *m, uint64_t addr,
-		       uint64_t lookup, char *buf, size_t len)
+/* lookup: the address itself for a leaf, the call instruction's last byte for a caller
+ * (return address - 1, as perf does), so an unnamed caller is the call, not what follows. */
+static int name_in_map(const struct proc_syms *ps, const struct proc_map *m, uint64_t lookup,
+		       char *buf, size_t len)
 {
 	const char *name = NULL;
 
 	if (m->kind == MAP_ANON)
-		return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, addr);
+		return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, lookup);
 	if (m->file)
 		name = elf_file_lookup(cached_file_elf(m->file), lookup - m->start + m->pgoff);
 	if (name)
 		return format_name(ps, name, buf, len);
-	return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, addr - m->start + m->pgoff);
+	return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, lookup - m->start + m->pgoff);
 }
 
 static void hex(const uint8_t *id, size_t n, char *out, size_t outlen)
@@ -318,7 +320,7 @@ int proc_syms_name(struct proc_syms *ps, uint64_t addr, bool is_return, char *bu
 	pthread_rwlock_rdlock(&ps->lock);
 	m = find_map(ps, lookup);
 	if (m)
-		err = name_in_map(ps, m, addr, lookup, buf, len);
+		err = name_in_map(ps, m, lookup, buf, len);
 	pthread_rwlock_unlock(&ps->lock);
 	return err;
 }
@@ -340,7 +342,7 @@ int proc_syms_frames(struct proc_syms *ps, uint64_t addr, bool is_return,
 		goto out;
 	out->f[0].file = NULL;
 	out->f[0].line = 0;
-	err = name_in_map(ps, m, addr, lookup, out->f[0].name, sizeof(out->f[0].name));
+	err = name_in_map(ps, m, lookup, out->f[0].name, sizeof(out->f[0].name));
 	if (err)
 		goto out;
 	out->n = 1;

@@ -15,6 +15,7 @@
 /* DWARF register numbers of the x86-64 psABI. */
 #define DWARF_RBP 6
 #define DWARF_RSP 7
+#define DWARF_RIP 16
 
 struct unwinder {
 	Dwfl *dwfl;
@@ -128,9 +129,12 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *d
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
 {
 	struct unwinder *u = thread_arg;
-	Dwarf_Word regs[2] = { u->regs->bp, u->regs->sp };
+	Dwarf_Word regs[2] = { u->regs->bp, u->regs->sp }, ip = u->regs->ip;
 
+	/* rip as a register too: the CFA of a PLT entry is computed from it (ld's CFI for
+	 * .plt: rsp + 8, plus 8 more past the entry's push). */
 	return dwfl_thread_state_registers(thread, DWARF_RBP, 2, regs) &&
+	       dwfl_thread_state_registers(thread, DWARF_RIP, 1, &ip) &&
 	       (dwfl_thread_state_register_pc(thread, u->regs->ip), true);
 }
 
