@@ -11,6 +11,7 @@
 #include "symbols/demangle.h"
 #include "symbols/elf_file.h"
 #include "symbols/file_cache.h"
+#include "symbols/perf_map.h"
 #include "symbols/procmaps.h"
 #include "symbols/symbolizer_priv.h"
 
@@ -41,6 +42,7 @@ struct proc_syms {
 	pthread_mutex_t refresh_lock;
 	struct proc_map *maps;		/* executable mappings, ascending */
 	size_t n;
+	struct perf_map *jit;		/* names for anonymous code, from the target's perf map */
 };
 
 static void free_table(struct symbolizer *s, struct proc_map *maps, size_t n)
@@ -181,7 +183,9 @@ int proc_syms_new(struct symbolizer *s, pid_t pid, struct proc_syms **out)
 	ps->pid = pid;
 	pthread_rwlock_init(&ps->lock, NULL);
 	pthread_mutex_init(&ps->refresh_lock, NULL);
-	err = read_table(ps, &ps->maps, &ps->n);
+	err = perf_map_open(pid, &ps->jit);
+	if (!err)
+		err = read_table(ps, &ps->maps, &ps->n);
 	if (err) {
 		proc_syms_free(ps);
 		return err;
@@ -223,6 +227,7 @@ void proc_syms_free(struct proc_syms *ps)
 	if (!ps)
 		return;
 	free_table(ps->s, ps->maps, ps->n);
+	perf_map_free(ps->jit);
 	pthread_mutex_destroy(&ps->refresh_lock);
 	pthread_rwlock_destroy(&ps->lock);
 	free(ps);
@@ -260,7 +265,14 @@ static int name_in_map(const struct proc_syms *ps, const struct proc_map *m, uin
 		       char *buf, size_t len)
 {
 	const char *name = NULL;
+	size_t n;
 
+	/* JIT code named by the runtime's perf map: "_[j]", as Java's compiled methods. */
+	if (m->kind == MAP_ANON && len > 4 && !perf_map_name(ps->jit, lookup, buf, len - 4)) {
+		n = strlen(buf);
+		memcpy(buf + n, "_[j]", 5);
+		return 0;
+	}
 	if (m->kind == MAP_ANON)
 		return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, lookup);
 	if (m->file)
