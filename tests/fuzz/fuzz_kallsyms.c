@@ -16,10 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	if (len >= sizeof(addr))
 		memcpy(&addr, data, sizeof(addr));
 	/* A name handed out must be a readable string. */
-	if ((name = kallsyms_lookup(k, addr)) && strlen(name) > len)
+	if ((name = kallsyms_lookup(k, addr, NULL)) && strlen(name) > len)
 		__builtin_trap();
-	kallsyms_lookup(k, 0);
-	kallsyms_lookup(k, UINT64_MAX);
+	kallsyms_lookup(k, 0, NULL);
+	kallsyms_lookup(k, UINT64_MAX, NULL);
 	kallsyms_free(k);
 	return 0;
 }
