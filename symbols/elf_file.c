@@ -45,8 +45,17 @@ struct name_block {
 	char data[];
 };
 
+/* Where a compile unit's code is, for files without .debug_aranges. */
+struct cu_range {
+	uint64_t lo, hi;
+	Dwarf_Off die;
+};
+
 struct elf_file {
-	pthread_mutex_t dwarf_lock; /* DWARF lookups: libdw reads it in lazily */
+	pthread_mutex_t dwarf_lock; /* DWARF lookups: libdw reads it in lazily; and cus */
+	struct cu_range *cus;	/* sorted by lo; made at the first lookup libdw can't answer */
+	size_t ncus;
+	bool cus_made;
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	struct elf_file_key key;
@@ -175,6 +184,7 @@ void elf_file_free(struct elf_file *f)
 	free((void *)f->key.build_id);
 	free(f->loads);
 	free(f->syms);
+	free(f->cus);
 	while (f->names) {
 		struct name_block *next = f->names->next;
 
@@ -530,22 +540,99 @@ static int walk_scopes(Dwarf_Die *die, Dwarf_Addr pc, struct elf_scope *out, int
 	return n;
 }
 
+static int cu_range_cmp(const void *pa, const void *pb)
+{
+	const struct cu_range *a = pa, *b = pb;
+
+	return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* The compile units' address ranges, from each unit's DW_AT_ranges or low/high pc. Go writes
+ * no .debug_aranges, and libdw (0.188) then finds no unit for any address. Under
+ * dwarf_lock. */
+static void make_cu_ranges(struct elf_file *f, Dwarf *dw)
+{
+	Elf *elf = dwarf_getelf(dw);
+	Dwarf_Off off = 0, next;
+	size_t hsize, cap = 0, shstrndx;
+	GElf_Shdr sh;
+
+	f->cus_made = true;
+	/* With .debug_aranges libdw knows; an address it did not find is in no unit. */
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) ||
+	    find_section(elf, shstrndx, ".debug_aranges", &sh))
+		return;
+	while (!dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Addr base, start, end;
+		ptrdiff_t at = 0;
+		Dwarf_Die cu;
+
+		if (!dwarf_offdie(dw, off + hsize, &cu))
+			break;
+		while ((at = dwarf_ranges(&cu, at, &base, &start, &end)) > 0) {
+			if (f->ncus == cap) {
+				struct cu_range *grown;
+
+				cap = cap ? 2 * cap : 64;
+				grown = reallocarray(f->cus, cap, sizeof(*grown));
+				if (!grown)
+					return;
+				f->cus = grown;
+			}
+			f->cus[f->ncus++] = (struct cu_range){ start, end, off + hsize };
+		}
+		off = next;
+	}
+	if (f->ncus)
+		qsort(f->cus, f->ncus, sizeof(*f->cus), cu_range_cmp);
+}
+
+/* The unit holding addr (a DWARF address) by its ranges. Under dwarf_lock. */
+static Dwarf_Die *cu_by_ranges(struct elf_file *f, uint64_t addr, Dwarf_Die *mem,
+			       Dwarf_Addr *bias)
+{
+	Dwarf *dw = dwfl_module_getdwarf(f->mod, bias);
+	size_t lo = 0, hi;
+
+	if (!dw)
+		return NULL;
+	if (!f->cus_made)
+		make_cu_ranges(f, dw);
+	addr -= *bias;
+	hi = f->ncus;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->cus[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Ranges of one unit may enclose others' (rare): look back a little. */
+	for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++)
+		if (addr < f->cus[i - 1].hi)
+			return dwarf_offdie(dw, f->cus[i - 1].die, mem);
+	return NULL;
+}
+
 int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out,
 		    int max)
 {
-	/* The lock guards libdw's caches, not the file's value. */
-	pthread_mutex_t *lock = &((struct elf_file *)f)->dwarf_lock;
+	/* The lock guards libdw's caches and the unit ranges, not the file's value. */
+	struct elf_file *mut = (struct elf_file *)f;
+	Dwarf_Die mem, *cu;
 	Dwarf_Addr bias;
-	Dwarf_Die *cu;
 	uint64_t addr;
 	int n = 0;
 
 	if (elf_file_vaddr(f, file_offset, &addr))
 		return 0;
-	pthread_mutex_lock(lock);
+	pthread_mutex_lock(&mut->dwarf_lock);
 	cu = dwfl_module_addrdie(f->mod, addr, &bias);
+	if (!cu)
+		cu = cu_by_ranges(mut, addr, &mem, &bias);
 	if (cu)
 		n = walk_scopes(cu, addr - bias, out, 0, max);
-	pthread_mutex_unlock(lock);
+	pthread_mutex_unlock(&mut->dwarf_lock);
 	return n;
 }
