@@ -1,8 +1,12 @@
 // Burns CPU for the given seconds, 3/4 in heavy() and 1/4 in light(), each some calls
 // below main, in a crate built without frame pointers: tests/e2e/test_names.py checks
 // that `config/unwind auto` gives whole stacks.
-use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+// std::hint::black_box is newer than Debian 12's rustc (1.63).
+fn black_box<T: Copy>(x: T) -> T {
+    unsafe { std::ptr::read_volatile(&x) }
+}
 
 #[inline(never)]
 fn spin(rounds: u64) -> u64 {
