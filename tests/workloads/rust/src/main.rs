@@ -19,12 +19,13 @@ fn spin(rounds: u64) -> u64 {
 
 #[inline(never)]
 fn heavy() -> u64 {
-    spin(black_box(3_000_000))
+    // Work after the call: a tail call would leave heavy() off the stack.
+    spin(black_box(3_000_000)) ^ black_box(1)
 }
 
 #[inline(never)]
 fn light() -> u64 {
-    spin(black_box(1_000_000))
+    spin(black_box(1_000_000)) ^ black_box(1)
 }
 
 #[inline(never)]
