@@ -80,9 +80,11 @@ def parse_folded(text):
     return stacks
 
 
-def user_frames(frames):
-    """The frames below the thread name that are not kernel frames."""
-    return tuple(f for f in frames[1:] if not f.endswith("_[k]"))
+def user_frames(frames, inlined=False):
+    """The frames below the thread name that are not kernel frames: the calls, without the
+    functions inlined into them (_[i]) unless inlined."""
+    return tuple(f for f in frames[1:]
+                 if not f.endswith("_[k]") and (inlined or not f.endswith("_[i]")))
 
 
 def samples_in(stacks, predicate):

@@ -62,7 +62,6 @@ def test_unwind_auto_gives_a_rust_release_binary_whole_stacks(daemon, workloads,
         "frame-pointer walks break in the crate's code: auto must have chosen CFI"
     assert share(stacks, lambda f: rust_path(f) is not None) >= 0.99
     # The known split: heavy() calls spin() for 3 times as many rounds as light().
-    # (spin's own inlined callees, _[i], may follow.)
     heavy = share(stacks, lambda f: (rust_path(f) or ())[1:4] ==
                   ("rust_split::work", "rust_split::heavy", "rust_split::spin"))
     light = share(stacks, lambda f: (rust_path(f) or ())[1:4] ==
@@ -166,5 +165,6 @@ def go_inline(scratch):
 def test_go_inlined_functions_are_frames(daemon, workloads, go_inline):
     pid = workloads.start(go_inline, 30).pid
     stacks, _ = profile(daemon, pid, 500)
-    inlined = share(stacks, lambda f: user_frames(f)[-2:] == ("main.work", "main.less_[i]"))
+    inlined = share(stacks, lambda f: user_frames(f, inlined=True)[-2:] ==
+                    ("main.work", "main.less_[i]"))
     assert inlined > 0.4, sorted(stacks.items(), key=lambda kv: -kv[1])[:3]

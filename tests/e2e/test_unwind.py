@@ -42,7 +42,7 @@ def mostly_named(status):
 
 def share(stacks, predicate):
     total = sum(stacks.values())
-    return sum(n for f, n in stacks.items() if predicate(user_frames(f))) / total
+    return sum(n for f, n in stacks.items() if predicate(user_frames(f, inlined=True))) / total
 
 
 # burn() is inlined into both leaves: DWARF says so.
@@ -90,7 +90,8 @@ def test_deep_recursion_is_marked_truncated(daemon, workloads):
     cut = {f: n for f, n in stacks.items() if user_frames(f)[0] == "[truncated]"}
     assert sum(cut.values()) > 0.9 * sum(stacks.values())
     for frames in cut:
-        assert set(user_frames(frames)[1:]) <= {"recurse", "inner", "burn_[i]"}, frames
+        assert set(user_frames(frames, inlined=True)[1:]) <= {"recurse", "inner", "burn_[i]"}, \
+            frames
         assert "main" not in frames
     for frames in set(stacks) - set(cut):
         # Whole: rooted at the entry point. The loader's and libc's start-up stacks, caught
@@ -191,7 +192,7 @@ def test_debian_python_named_from_its_debug_package(daemon, workloads):
     stacks, status = profile(daemon, workloads, "/usr/bin/python3.11", "-c", loop,
                              samples=600)
     assert status["unwind"] == "dwarf"
-    assert share(stacks, lambda f: f[:4] == ("_start", "__libc_start_main@@GLIBC_2.34",
+    assert share(stacks, lambda f: f[:4] == ("_start", "__libc_start_main",
                                             "__libc_start_call_main", "Py_BytesMain")) > 0.97
     assert share(stacks, lambda f: any(x.startswith("run_mod") for x in f)) > 0.97
     assert share(stacks, lambda f: "pymain_run_python_[i]" in f) > 0.97
