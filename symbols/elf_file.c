@@ -47,7 +47,8 @@ struct name_block {
 
 /* Where a compile unit's code is, for files without .debug_aranges. */
 struct cu_range {
-	uint64_t lo, hi;
+	uint64_t lo;		/* first: see addr_table.h */
+	uint64_t hi;
 	Dwarf_Off die;
 };
 
@@ -592,22 +593,14 @@ static Dwarf_Die *cu_by_ranges(struct elf_file *f, uint64_t addr, Dwarf_Die *mem
 			       Dwarf_Addr *bias)
 {
 	Dwarf *dw = dwfl_module_getdwarf(f->mod, bias);
-	size_t lo = 0, hi;
+	size_t lo;
 
 	if (!dw)
 		return NULL;
 	if (!f->cus_made)
 		make_cu_ranges(f, dw);
 	addr -= *bias;
-	hi = f->ncus;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (f->cus[mid].lo <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = addr_table_upper_bound(f->cus, f->ncus, sizeof(*f->cus), addr);
 	/* Ranges of one unit may enclose others' (rare): look back a little. */
 	for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++)
 		if (addr < f->cus[i - 1].hi)

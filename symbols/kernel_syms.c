@@ -7,13 +7,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "symbols/addr_table.h"
 #include "symbols/kallsyms.h"
 #include "symbols/kernel_syms.h"
 #include "symbols/ksym_events.h"
 
 /* Code the kernel reported loading, with its extent. */
 struct loaded_code {
-	uint64_t addr, end;
+	uint64_t addr;		/* first: see addr_table.h */
+	uint64_t end;
 	char *name;
 };
 
@@ -35,20 +37,12 @@ static int64_t mono_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Where code at addr is or would go in loaded. */
+/* The first entry of loaded that ends past addr: the one holding it, if any. */
 static size_t loaded_index(const struct kernel_syms *ks, uint64_t addr)
 {
-	size_t lo = 0, hi = ks->nloaded;
+	size_t i = addr_table_upper_bound(ks->loaded, ks->nloaded, sizeof(*ks->loaded), addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ks->loaded[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return i && ks->loaded[i - 1].end > addr ? i - 1 : i;
 }
 
 /* Forgets the code overlapping [addr, end): unloaded, or replaced by what loads there. */

@@ -248,6 +248,16 @@ class Daemon:
         assert self.samples(pid) == first, f"{pid}'s profile changed after it stopped"
         return first
 
+    def profile(self, pid, samples, timeout=40):
+        """Enables pid until its profile holds samples, then disables it: its final stacks,
+        and its status while it was enabled."""
+        write(self.target(pid) / "enable", "1")
+        self.wait_samples(pid, samples, timeout=timeout)
+        status = self.status(pid)
+        write(self.target(pid) / "enable", "0")
+        self.final_samples(pid)
+        return self.folded(pid), status
+
     def set_frequency(self, hz):
         write(self.mnt / "config" / "frequency_hz", str(hz))
 

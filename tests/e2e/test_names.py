@@ -21,17 +21,6 @@ def sampling(daemon):
     write(daemon.mnt / "config" / "unwind", "auto")
 
 
-def profile(daemon, pid, samples):
-    """Enables pid until its profile holds samples, then disables it: its final stacks and
-    its status while it was enabled."""
-    write(daemon.target(pid) / "enable", "1")
-    daemon.wait_samples(pid, samples, timeout=40)
-    status = daemon.status(pid)
-    write(daemon.target(pid) / "enable", "0")
-    daemon.final_samples(pid)
-    return daemon.folded(pid), status
-
-
 def share(stacks, predicate):
     return sum(n for f, n in stacks.items() if predicate(f)) / sum(stacks.values())
 
@@ -57,7 +46,7 @@ def rust_path(frames):
 
 def test_unwind_auto_gives_a_rust_release_binary_whole_stacks(daemon, workloads, rust_split):
     pid = workloads.start(rust_split, 30).pid
-    stacks, status = profile(daemon, pid, 1000)
+    stacks, status = daemon.profile(pid, 1000)
     assert status["unwind"] == "dwarf", \
         "frame-pointer walks break in the crate's code: auto must have chosen CFI"
     assert share(stacks, lambda f: rust_path(f) is not None) >= 0.99
@@ -114,7 +103,7 @@ def test_perf_map_names_jit_code_in_the_targets_namespace(daemon, workloads):
     pid = int(child_of(unshare.pid))
     wait_for(lambda: read(f"/proc/{pid}/comm").strip() == "node", 10, "node to start")
     assert not Path(f"/tmp/perf-{pid}.map").exists() and not Path("/tmp/perf-1.map").exists()
-    stacks, status = profile(daemon, pid, 500)
+    stacks, status = daemon.profile(pid, 500)
     hot = share(stacks, lambda f: any("hotPrimeCount" in x and x.endswith("_[j]")
                                       for x in f))
     assert hot > 0.5, sorted(stacks.items(), key=lambda kv: -kv[1])[:5]
@@ -130,14 +119,14 @@ def test_bpf_program_loaded_after_start_is_named(daemon, workloads):
     workloads.procs.append(proc)
     name = proc.stdout.readline().strip()
     assert name.startswith("bpf_prog_") and name.endswith("_late_burn")
-    stacks, _ = profile(daemon, proc.pid, 300)
+    stacks, _ = daemon.profile(proc.pid, 300)
     ours = share(stacks, lambda f: f"{name}_[k]" in f)
     assert ours > 0.5, sorted(stacks.items(), key=lambda kv: -kv[1])[:3]
 
 
 def test_plt_stub_keeps_its_stack_and_names(daemon, workloads):
     pid = workloads.start("plt_calls", 30).pid
-    stacks, status = profile(daemon, pid, 1000)
+    stacks, status = daemon.profile(pid, 1000)
     # memcpy runs in libc, which has no frame pointers: whole stacks need CFI.
     assert status["unwind"] == "dwarf"
     in_plt = {f: n for f, n in stacks.items() if user_frames(f)[-1:] == ("memcpy@plt",)}
@@ -164,7 +153,7 @@ def go_inline(scratch):
 
 def test_go_inlined_functions_are_frames(daemon, workloads, go_inline):
     pid = workloads.start(go_inline, 30).pid
-    stacks, _ = profile(daemon, pid, 500)
+    stacks, _ = daemon.profile(pid, 500)
     inlined = share(stacks, lambda f: user_frames(f, inlined=True)[-2:] ==
                     ("main.work", "main.less_[i]"))
     assert inlined > 0.4, sorted(stacks.items(), key=lambda kv: -kv[1])[:3]

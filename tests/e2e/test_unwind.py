@@ -24,13 +24,7 @@ def sampling(daemon):
 def profile(daemon, workloads, name, *args, samples=1000):
     """Profiles a workload until it has samples, then disables it: its final stacks, and
     its status while it was enabled."""
-    pid = workloads.start(name, *args).pid
-    write(daemon.target(pid) / "enable", "1")
-    daemon.wait_samples(pid, samples, timeout=40)
-    status = daemon.status(pid)
-    write(daemon.target(pid) / "enable", "0")
-    daemon.final_samples(pid)
-    return daemon.folded(pid), status
+    return daemon.profile(workloads.start(name, *args).pid, samples)
 
 
 def mostly_named(status):
