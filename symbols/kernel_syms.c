@@ -52,6 +52,8 @@ static void forget_range(struct kernel_syms *ks, uint64_t addr, uint64_t end)
 
 	while (j < ks->nloaded && ks->loaded[j].addr < end)
 		free(ks->loaded[j++].name);
+	if (j == i)
+		return; /* loaded may be NULL */
 	memmove(&ks->loaded[i], &ks->loaded[j], (ks->nloaded - j) * sizeof(ks->loaded[0]));
 	ks->nloaded -= j - i;
 }
