@@ -124,6 +124,30 @@ static void test_versions_and_compat_aliases(void **state)
 	proc_syms_free(ps);
 }
 
+/* GCC's LTO renames static functions NAME.lto_priv.N, and its IPA passes make other bodies
+ * of a function, NAME.isra.N and the like: perf drops the first and keeps the others. */
+int symtest_lto(int x) __asm__("symtest_lto.lto_priv.0");
+__attribute__((noinline)) int symtest_lto(int x)
+{
+	return x * 5 + 2;
+}
+
+int symtest_isra(int x) __asm__("symtest_isra.isra.0");
+__attribute__((noinline)) int symtest_isra(int x)
+{
+	return x * 7 + 3;
+}
+
+static void test_compiler_suffixes(void **state)
+{
+	struct proc_syms *ps;
+
+	assert_int_equal(proc_syms_new(*state, getpid(), &ps), 0);
+	assert_string_equal(name_of(ps, (void *)symtest_lto, false), "symtest_lto");
+	assert_string_equal(name_of(ps, (void *)symtest_isra, false), "symtest_isra.isra.0");
+	proc_syms_free(ps);
+}
+
 __attribute__((noinline)) int symtest_plt_caller(void)
 {
 	return getppid() + 1;
@@ -577,6 +601,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vdso, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_versions_and_compat_aliases, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_plt_stub, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compiler_suffixes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stripped_library, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_debuglink_library, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anon_unmapped_and_refresh, setup, teardown),
