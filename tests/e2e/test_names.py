@@ -95,8 +95,9 @@ def test_perf_map_names_jit_code_in_the_targets_namespace(daemon, workloads):
     /tmp/perf-1.map there, 1 being node's pid in its namespace."""
     if not shutil.which("node"):
         pytest.skip("node is not installed (deploy/setup.sh installs it)")
-    script = (f"mount -t tmpfs none /tmp && cd /tmp && "
-              f"exec node --perf-basic-prof {SRC / 'node' / 'hot.js'} 30")
+    # The script is opened before the mount: the checkout may itself be under /tmp.
+    script = (f"exec 3< {SRC / 'node' / 'hot.js'} && mount -t tmpfs none /tmp && cd /tmp && "
+              f"exec node --perf-basic-prof - 30 <&3 3<&-")
     unshare = workloads.start("/usr/bin/unshare", "--pid", "--fork", "--kill-child",
                               "--mount", "--mount-proc", "--propagation", "private", "sh",
                               "-c", script)
