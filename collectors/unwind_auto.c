@@ -33,7 +33,9 @@ bool unwind_auto_fp_whole(const struct unwind_regs *regs, const struct unwind_st
 		found++;
 		bp = frame[0];
 	}
-	return found >= depth - UNWIND_AUTO_ROOT_FRAMES;
+	/* The caller is what a walk from a function without a frame of its own loses: it must
+	 * be found however shallow the stack (Go's main goroutine is four frames deep). */
+	return found == depth || (found >= 2 && found >= depth - UNWIND_AUTO_ROOT_FRAMES);
 }
 
 int unwind_auto_judge(struct unwind_auto *a, const struct unwind_regs *regs,

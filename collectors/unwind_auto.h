@@ -21,7 +21,8 @@
 #define UNWIND_AUTO_WHOLE_PCT 95
 /* The C library's startup frames (_start, __libc_start_main, __libc_start_call_main; clone3,
  * start_thread) have no frame pointers whatever the program was built with, so the walk ends
- * in them: a walk that found all but the outermost this many frames is whole. */
+ * in them: a walk that found all but the outermost this many frames is whole, if it found
+ * the sampled function's caller. */
 #define UNWIND_AUTO_ROOT_FRAMES 3
 
 struct unwind_auto {

@@ -152,9 +152,12 @@ def go_inline(scratch):
     return out / "inline"
 
 
-def test_go_inlined_functions_are_frames(daemon, workloads, go_inline):
+def test_go_inlined_functions_are_frames_and_stacks_whole(daemon, workloads, go_inline):
     pid = workloads.start(go_inline, 30).pid
     stacks, _ = daemon.profile(pid, 500)
     inlined = share(stacks, lambda f: user_frames(f, inlined=True)[-2:] ==
                     ("main.work", "main.less_[i]"))
     assert inlined > 0.4, sorted(stacks.items(), key=lambda kv: -kv[1])[:3]
+    # work() keeps no frame pointer of its own (a leaf): a frame-pointer walk from it skips
+    # main.main, which auto must notice.
+    assert share(stacks, lambda f: "main.main" in f) > 0.95

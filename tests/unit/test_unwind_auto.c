@@ -52,6 +52,8 @@ static void test_broken_walks(void **state)
 	/* A leaf without a frame of its own: bp is its caller's, so the caller vanishes. */
 	regs.bp = SP + 0x40;
 	assert_false(unwind_auto_fp_whole(&regs, &stack, false, pcs, 6));
+	/* However shallow the stack: the caller must be found. */
+	assert_false(unwind_auto_fp_whole(&regs, &stack, false, pcs, 4));
 	/* bp used as a general register. */
 	regs.bp = 12345;
 	assert_false(unwind_auto_fp_whole(&regs, &stack, false, pcs, 6));
