@@ -17,8 +17,8 @@
 
 #include "symbols/unwind.h"
 
-#define UNWIND_AUTO_SAMPLES 64
-#define UNWIND_AUTO_WHOLE_PCT 95
+#define UNWIND_AUTO_SAMPLES 128
+#define UNWIND_AUTO_WHOLE_PCT 90
 /* The C library's startup frames (_start, __libc_start_main, __libc_start_call_main; clone3,
  * start_thread) have no frame pointers whatever the program was built with, so the walk ends
  * in them: a walk that found all but the outermost this many frames is whole, if it found
