@@ -66,27 +66,40 @@ static void forget_all(struct perf_map *m)
 	m->consumed = 0;
 }
 
-/* "START SIZE NAME": 0, or -EINVAL for a line that is not one. */
+/* A hex number ending in a space, within [*p, end): moves *p past the space. strtoull is not
+ * used: the text is not NUL-terminated, and it would read past the line. */
+static int parse_hex(const char **p, const char *end, uint64_t *out)
+{
+	const char *q = *p;
+	uint64_t v = 0;
+	int digits = 0;
+
+	for (; q < end && *q != ' '; q++, digits++) {
+		int d = *q >= '0' && *q <= '9' ? *q - '0' :
+			*q >= 'a' && *q <= 'f' ? *q - 'a' + 10 :
+			*q >= 'A' && *q <= 'F' ? *q - 'A' + 10 : -1;
+
+		if (d < 0 || digits == 16)
+			return -EINVAL;
+		v = v << 4 | d;
+	}
+	if (!digits || q == end)
+		return -EINVAL;
+	*p = q + 1;
+	*out = v;
+	return 0;
+}
+
+/* "START SIZE NAME" in [p, end): 0, or -EINVAL for a line that is not one. */
 static int parse_line(const char *p, const char *end, struct jit_fn *fn)
 {
-	char *after;
-	const char *name;
+	uint64_t size;
 
-	if (end - p > LINE_MAX_BYTES)
+	if (end - p > LINE_MAX_BYTES || parse_hex(&p, end, &fn->addr) ||
+	    parse_hex(&p, end, &size) || !size || fn->addr + size < fn->addr || p == end)
 		return -EINVAL;
-	errno = 0;
-	fn->addr = strtoull(p, &after, 16);
-	if (after == p || *after != ' ' || errno)
-		return -EINVAL;
-	p = after + 1;
-	fn->end = strtoull(p, &after, 16);
-	if (after == p || *after != ' ' || errno || fn->end == 0 || fn->addr + fn->end < fn->addr)
-		return -EINVAL;
-	fn->end += fn->addr;
-	name = after + 1;
-	if (name >= end)
-		return -EINVAL;
-	fn->name = strndup(name, end - name);
+	fn->end = fn->addr + size;
+	fn->name = strndup(p, end - p);
 	return fn->name ? 0 : -ENOMEM;
 }
 
@@ -198,6 +211,25 @@ int perf_map_open(pid_t pid, struct perf_map **out)
 	snprintf(m->path, sizeof(m->path), "/proc/%d/root/tmp/perf-%d.map", (int)pid,
 		 (int)nspid);
 	read_more(m);
+	*out = m;
+	return 0;
+}
+
+int perf_map_from_text(const char *text, size_t len, struct perf_map **out)
+{
+	struct perf_map *m = calloc(1, sizeof(*m));
+	size_t used;
+	int err;
+
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	m->checked_ms = mono_ms(); /* path "": nothing to read again */
+	err = add_lines(m, text, len, &used);
+	if (err) {
+		perf_map_free(m);
+		return err;
+	}
 	*out = m;
 	return 0;
 }

@@ -22,6 +22,9 @@ struct perf_map;
 
 /* The map of process pid, read now if the file exists (it need not, yet). 0 or -ENOMEM. */
 int perf_map_open(pid_t pid, struct perf_map **out);
+/* A map of no process, made of text as if read from a file (whole lines only): for tests.
+ * 0 or -ENOMEM. */
+int perf_map_from_text(const char *text, size_t len, struct perf_map **out);
 void perf_map_free(struct perf_map *m);
 
 /* The name of the function at addr into buf; the file is read again first when addr is
