@@ -10,6 +10,7 @@
 #include "daemon/value.h"
 #include "store/profile.h"
 #include "symbols/symbols.h"
+#include "views/writer.h"
 
 #define CONFIG_STRING_MAX 4096
 
@@ -63,7 +64,10 @@ static int check_dirs(const char *v, char *why, size_t whylen)
 	char dir[PATH_MAX];
 	struct stat st;
 
-	while (*p) {
+	if (!*v)
+		return 0;
+	/* An empty entry is refused wherever it is: "/tmp:" as "/tmp::/usr". */
+	for (;;) {
 		size_t n = strcspn(p, ":");
 
 		if (n == 0 || p[0] != '/' || n >= sizeof(dir)) {
@@ -76,9 +80,10 @@ static int check_dirs(const char *v, char *why, size_t whylen)
 			snprintf(why, whylen, "%.*s is not a directory", (int)(whylen / 2), dir);
 			return -EINVAL;
 		}
-		p += n + (p[n] == ':');
+		if (!p[n])
+			return 0;
+		p += n + 1;
 	}
-	return 0;
 }
 
 /* At most a thread name's length, and no character a thread name can't hold. */
@@ -87,6 +92,10 @@ static int check_thread_prefix(const char *v, char *why, size_t whylen)
 	if (strlen(v) >= CONFIG_WORKERS_LEN) {
 		snprintf(why, whylen, "a thread name has at most %d characters",
 			 CONFIG_WORKERS_LEN - 1);
+		return -EINVAL;
+	}
+	if (!utf8_valid(v)) {
+		snprintf(why, whylen, "not UTF-8");
 		return -EINVAL;
 	}
 	for (const char *p = v; *p; p++) {

@@ -1,0 +1,180 @@
+"""Hardening (issue 15): one write() is one value or nothing, every live process can be
+profiled (one whose leader exited, one whose maps we may not read), the tree's names are not
+made or removed from outside, and values follow one rule everywhere."""
+import errno
+import os
+import subprocess
+
+import pytest
+
+from helpers import errno_of, read, user_frames, wait_for, write, write_errno
+
+MIB = 2 ** 20
+
+
+def write_bytes(path, data):
+    """One write() of data; returns the count it answered (raises OSError on failure)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        return os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def config(daemon):
+    """config/, with every setting a test changes put back afterwards."""
+    c = daemon.mnt / "config"
+    before = {name: read(c / name) for name in ("demangle", "lock_stacks", "frequency_hz",
+                                                "debug_dirs", "workers", "unwind")}
+    yield c
+    for name, value in before.items():
+        write(c / name, value)
+
+
+# The issue's three reproductions: each wrote a value through a later piece of one write().
+def test_a_write_longer_than_max_write_fails_whole_and_changes_nothing(daemon, config):
+    assert read(config / "demangle") == "1\n"
+    e = errno_of(write_bytes, config / "demangle", b"0" * (MIB - 1) + b"5")
+    assert e == errno.EFBIG, "a short count or success would mean a piece was applied"
+    assert read(config / "demangle") == "1\n"
+    assert "at most 4096 bytes" in daemon.status()["last_error"]
+
+    dd = subprocess.run(f"printf '%01048577d' 5 | dd of={config / 'demangle'} bs=1048577",
+                        shell=True, capture_output=True, text=True)
+    assert dd.returncode != 0 and "File too large" in dd.stderr, dd.stderr
+    assert read(config / "demangle") == "1\n"
+
+    write(config / "lock_stacks", "5")
+    e = errno_of(write_bytes, config / "lock_stacks",
+                 b"0" * (MIB - 1) + b"3" + b"0" * 99 + b"4")
+    assert e == errno.EFBIG
+    assert read(config / "lock_stacks") == "5\n"
+
+
+def test_values_at_the_bound_and_repeated_writes_on_one_open(daemon, config):
+    # A value of 4096 bytes is read as a value (here: too long a number), 4097 is not one.
+    assert write_errno(config / "frequency_hz", "9" * 4096) == errno.ERANGE
+    assert errno_of(write_bytes, config / "frequency_hz", b"9" * 4097) == errno.EFBIG
+    # `exec 3>file; echo 7 >&3; echo 8 >&3`: each write() is a value, at the offset where the
+    # last one ended; a write anywhere else is no value.
+    fd = os.open(config / "lock_stacks", os.O_WRONLY)
+    try:
+        assert os.write(fd, b"7\n") == 2
+        assert os.write(fd, b"8\n") == 2
+        assert read(config / "lock_stacks") == "8\n"
+        assert errno_of(os.pwrite, fd, b"9", 100) == errno.EINVAL
+        assert read(config / "lock_stacks") == "8\n"
+        assert "offset 100" in daemon.status()["last_error"]
+    finally:
+        os.close(fd)
+    # A write of nothing is nothing: the kernel answers it without asking the daemon.
+    assert write_bytes(config / "lock_stacks", b"") == 0
+    assert read(config / "lock_stacks") == "8\n"
+
+
+def test_one_rule_for_numbers_everywhere(daemon, config, workloads):
+    sleeper = workloads.start("/bin/sleep", 60).pid
+    zeros = "0" * 5000 + "5"
+    assert write_errno(config / "lock_stacks", zeros[-4000:]) == errno.EINVAL
+    assert write_errno(config / "lock_stacks", "05") == errno.EINVAL
+    assert write_errno(config / "frequency_hz", "099") == errno.EINVAL
+    assert write_errno(daemon.target(sleeper) / "enable", "01") == errno.EINVAL
+    assert write_errno(daemon.target(sleeper) / "enable", "030s") == errno.EINVAL
+    assert write_errno(daemon.target(sleeper) / "window", "010") == errno.EINVAL
+    write(config / "demangle", "0")
+    assert read(config / "demangle") == "0\n"
+
+
+def test_debug_dirs_refuse_an_empty_entry_wherever_it_is(daemon, config):
+    for value in ("/tmp:", "/tmp::/usr", ":/tmp"):
+        assert write_errno(config / "debug_dirs", value) == errno.EINVAL, value
+        assert read(config / "debug_dirs") == "\n"
+    write(config / "debug_dirs", "/tmp:/usr")
+    assert read(config / "debug_dirs") == "/tmp:/usr\n"
+    write(config / "debug_dirs", "\n")
+
+
+def test_workers_refuses_invalid_utf8(daemon, config):
+    for value in (b"\xff\xfeworker", b"w\xc3", b"\xed\xa0\x80"):
+        assert errno_of(write_bytes, config / "workers", value) == errno.EINVAL, value
+        assert read(config / "workers") == "\n"
+    assert "UTF-8" in daemon.status()["last_error"]
+    write_bytes(config / "workers", "wörker".encode())
+    assert read(config / "workers") == "wörker\n"
+    write(config / "workers", "\n")
+
+
+def test_names_are_not_made_or_removed_from_outside(daemon, workloads):
+    mnt = daemon.mnt
+    sleeper = workloads.start("/bin/sleep", 60).pid
+    target = daemon.target(sleeper)
+    attempts = {
+        "mkdir": lambda: os.mkdir(mnt / "x"),
+        "mkdir in a target": lambda: os.mkdir(target / "x"),
+        "rm": lambda: os.unlink(mnt / "status"),
+        "rm in a target": lambda: os.unlink(target / "cpu.folded"),
+        "rmdir": lambda: os.rmdir(mnt / "config"),
+        "mv": lambda: os.rename(mnt / "status", mnt / "status2"),
+        "ln": lambda: os.link(mnt / "status", mnt / "status2"),
+        "ln -s": lambda: os.symlink("/tmp", mnt / "link"),
+        "mknod": lambda: os.mkfifo(mnt / "fifo"),
+        "create": lambda: os.close(os.open(mnt / "new", os.O_WRONLY | os.O_CREAT, 0o644)),
+        "create in a target": lambda: os.close(os.open(target / "new",
+                                                       os.O_WRONLY | os.O_CREAT, 0o644)),
+    }
+    for what, attempt in attempts.items():
+        assert errno_of(attempt) == errno.EPERM, what
+    assert sorted(os.listdir(mnt)) == ["README", "config", "status", "targets", "version"]
+
+
+def test_a_zombie_is_refused_like_an_exited_process(daemon):
+    proc = subprocess.Popen(["true"])
+    try:
+        wait_for(lambda: read(f"/proc/{proc.pid}/stat").rsplit(")", 1)[1].split()[0] == "Z",
+                 5, "the child to be a zombie")
+        assert write_errno(daemon.target(proc.pid) / "enable", "1") == errno.ESRCH
+        status = daemon.status(proc.pid)
+        assert status["cpu"] == "off" and status["state"] != "enabled", status
+        assert "is gone" in status["last_error"]
+    finally:
+        proc.wait()
+
+
+@pytest.mark.parametrize("unwind", ["fp", "dwarf"])
+def test_a_process_whose_leader_exited_is_profiled(daemon, config, workloads, unwind):
+    """main calls pthread_exit and a worker burns on: /proc/PID/maps is empty, the worker's
+    own directory shows the address space."""
+    write(config / "unwind", unwind)
+    pid = workloads.start("leader_exits", 30).pid
+    wait_for(lambda: len(os.listdir(f"/proc/{pid}/task")) == 2
+             and read(f"/proc/{pid}/maps") == "", 5, "the leader to exit")
+    write(daemon.target(pid) / "enable", "1")
+    daemon.wait_samples(pid, 150)
+    stacks = daemon.folded(pid)
+    status = daemon.status(pid)
+    write(daemon.target(pid) / "enable", "0")
+    total = sum(stacks.values())
+    named = sum(n for f, n in stacks.items()
+                if user_frames(f)[-3:] == ("start_thread", "worker", "spin_in_worker")
+                or user_frames(f)[-2:] == ("start_thread", "worker"))
+    assert status["last_error"] == "none", status
+    assert named > 0.9 * total, stacks
+    assert not any("[unknown]" in f for f in stacks), stacks
+
+
+def test_a_process_whose_maps_are_unreadable_is_profiled_unnamed(daemon):
+    """pid 1 here answers EACCES to /proc/1/maps, even to root: it is alive, so it is
+    enabled, and status says why its frames have no names."""
+    if errno_of(read, "/proc/1/maps") not in (errno.EACCES, errno.EPERM):
+        pytest.skip("/proc/1/maps is readable here")
+    enable = daemon.target(1) / "enable"
+    write(enable, "1")
+    try:
+        status = daemon.status(1)
+        assert status["state"] == "enabled"
+        assert status["cpu"].startswith("running"), status
+        assert "/proc/1/maps: Permission denied" in status["last_error"], status
+        assert "[unknown]" in status["last_error"]
+    finally:
+        write(enable, "0")
