@@ -4,6 +4,7 @@ made or removed from outside, and values follow one rule everywhere."""
 import errno
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -178,3 +179,29 @@ def test_a_process_whose_maps_are_unreadable_is_profiled_unnamed(daemon):
         assert "[unknown]" in status["last_error"]
     finally:
         write(enable, "0")
+
+
+def test_busy_of_never_enabled_processes_never_waits(daemon, workloads):
+    """threads/busy of a process that was never enabled reads each thread's CPU time since
+    it started, once: stat and open (what grep -r, du and ls -lR do to every file) answer at
+    once. It sampled for 250 ms at each, 28 s for 111 processes."""
+    sleepers = [workloads.start("/bin/sleep", 60).pid for _ in range(20)]
+    spinner = workloads.start("cpu_other", 60).pid
+    time.sleep(1.5)
+    t0 = time.monotonic()
+    grep = subprocess.run(["grep", "-r", "-c", "threads of",
+                           *(str(daemon.target(p) / "threads") for p in sleepers)],
+                          capture_output=True, text=True)
+    took = time.monotonic() - t0
+    assert grep.returncode == 0, grep.stderr
+    assert grep.stdout.count("/busy:1") == len(sleepers), grep.stdout
+    assert took < 3, f"grep -r over {len(sleepers)} processes took {took:.1f} s"
+
+    text = read(daemon.target(spinner) / "threads" / "busy")
+    assert "since each thread started" in text and "thread's age" in text, text
+    rows = [line.split() for line in text.splitlines() if not line.startswith("#")]
+    # cpu_other has spun since it started: most of its age on a CPU (a loaded machine shares).
+    assert float(rows[0][0]) > 30, text
+    assert int(rows[0][1]) == int(rows[0][2]) > 0, "since start, recent is the total"
+    idle = read(daemon.target(sleepers[0]) / "threads" / "busy")
+    assert float(idle.splitlines()[-1].split()[0]) < 5, idle
