@@ -40,6 +40,9 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_LOCK_STACKS] = { "lock_stacks", 1, 100, 5, "stacks" },
 	/* For a JVM where no code may be loaded: native profiling only, nothing attached. */
 	[CONFIG_JVM_ATTACH] = { "jvm_attach", 0, 1, 1, "(0 native profiling only, 1 attach)" },
+	/* What the profiles may hold together: 20 ordinary targets take a few MB, so this is
+	 * room for many targets with many stacks, and the daemon stays well under 250 MB. */
+	[CONFIG_MEMORY_MB] = { "memory_mb", 1, 1 << 20, 128, "MiB" },
 };
 
 void config_init(struct aperture *a)
@@ -47,6 +50,7 @@ void config_init(struct aperture *a)
 	pthread_mutex_init(&a->config_str_lock, NULL);
 	for (int k = 0; k < CONFIG_NR; k++)
 		atomic_store(&a->config[k], config_descs[k].def);
+	profile_set_budget(config_descs[CONFIG_MEMORY_MB].def << 20);
 }
 
 void config_fini(struct aperture *a)
@@ -204,6 +208,8 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 	}
 	if (key == CONFIG_UNWIND && a->cpu)
 		cpu_collector_set_unwind(a->cpu, v);
+	if (key == CONFIG_MEMORY_MB)
+		profile_set_budget(v << 20);
 	if (key == CONFIG_DEMANGLE) {
 		symbolizer_set_demangle(a->syms, v);
 		if (a->cpu)
