@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Daemon, status_kb, wait_until  # noqa: E402
+from common import Daemon, kill_all, status_kb, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OTEL_CEILING_MB = 250
@@ -58,10 +58,7 @@ def one_case(binary, workload, ntargets, seconds):
             "store_bytes": int(st.get("store_bytes", 0)), "rss_over_time_kb": rss_at,
             "memory_mb": int(open(d.path("config", "memory_mb")).read()),
         }
-        for p in procs:
-            p.kill()
-            p.wait()
-        procs = []
+        kill_all(procs)
         write(d.path("config", "retain_exited_s"), "0")
         wait_until(lambda: d.status()["targets_exited"] == "0" and
                    d.status()["store_bytes"] == "0", 15, step=0.2)
@@ -69,9 +66,7 @@ def one_case(binary, workload, ntargets, seconds):
         out["rss_after_kb"] = d.rss_kb()
         return out
     finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+        kill_all(procs)
         d.stop()
 
 
