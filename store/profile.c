@@ -74,6 +74,10 @@ struct bucket {
 	uint32_t n, cap;
 };
 
+/* Read, never written: most profiles of a target (a native process's JVM ones) never get a
+ * count, and a ring of their own would cost each 14 KiB. */
+static struct bucket empty_ring[PROFILE_HISTORY_S];
+
 struct profile {
 	atomic_int refs;
 	pthread_mutex_t lock;
@@ -97,7 +101,7 @@ struct profile {
 	int64_t newest; /* newest second added since made or reset, or NO_SEC */
 	/* Groups of COARSE_S seconds before this one are in coarse[]; NO_SEC with newest. */
 	int64_t coarse_until;
-	struct bucket ring[PROFILE_HISTORY_S];
+	struct bucket *ring; /* PROFILE_HISTORY_S of them, empty_ring until the first count */
 	struct bucket coarse[COARSE_N]; /* group g in coarse[g / COARSE_S % COARSE_N] */
 };
 
@@ -124,10 +128,12 @@ size_t profile_store_bytes(void)
 	return atomic_load(&store_bytes);
 }
 
-/* After a large free: hand the pages back, so the daemon shrinks when targets go. */
+/* After a large free, or the last profile's: hand the pages back, so the daemon shrinks
+ * when targets go. Smaller frees are left for the profiles still there to reuse. */
 static void freed(size_t bytes)
 {
-	if (atomic_fetch_add(&freed_since_trim, bytes) + bytes >= TRIM_AFTER_BYTES) {
+	if (atomic_fetch_add(&freed_since_trim, bytes) + bytes >= TRIM_AFTER_BYTES ||
+	    !atomic_load(&store_bytes)) {
 		atomic_store(&freed_since_trim, 0);
 		malloc_trim(0);
 	}
@@ -162,6 +168,7 @@ struct profile *profile_new(const char *unit)
 	p->since = now_sec();
 	p->newest = NO_SEC;
 	p->coarse_until = NO_SEC;
+	p->ring = empty_ring;
 	account(p, sizeof(*p));
 	return p;
 }
@@ -187,8 +194,10 @@ static void profile_free(struct profile *p)
 		HASH_DEL(p->stack_index, st);
 		free(st);
 	}
-	for (i = 0; i < PROFILE_HISTORY_S; i++)
+	for (i = 0; p->ring != empty_ring && i < PROFILE_HISTORY_S; i++)
 		free(p->ring[i].entries);
+	if (p->ring != empty_ring)
+		free(p->ring);
 	for (i = 0; i < COARSE_N; i++)
 		free(p->coarse[i].entries);
 	free(p->names);
@@ -526,6 +535,14 @@ static struct bucket *bucket_of(struct profile *p, int64_t sec)
 {
 	struct bucket *b;
 
+	if (p->ring == empty_ring) {
+		/* Out of memory, the count goes to the totals only. */
+		b = calloc(PROFILE_HISTORY_S, sizeof(*b));
+		if (!b)
+			return NULL;
+		p->ring = b;
+		account(p, PROFILE_HISTORY_S * sizeof(*b));
+	}
 	if (p->newest == NO_SEC) {
 		p->newest = sec;
 		p->coarse_until = group_of(sec);
@@ -610,8 +627,13 @@ void profile_reset(struct profile *p)
 		memset(p->totals, 0, p->nstacks * sizeof(*p->totals));
 	p->total = 0;
 	p->other = 0;
-	for (i = 0; i < PROFILE_HISTORY_S; i++)
-		bucket_free(p, &p->ring[i]);
+	if (p->ring != empty_ring) {
+		for (i = 0; i < PROFILE_HISTORY_S; i++)
+			bucket_free(p, &p->ring[i]);
+		free(p->ring);
+		account(p, -(ssize_t)(PROFILE_HISTORY_S * sizeof(*p->ring)));
+		p->ring = empty_ring;
+	}
 	for (i = 0; i < COARSE_N; i++)
 		bucket_free(p, &p->coarse[i]);
 	p->newest = NO_SEC;
@@ -762,6 +784,8 @@ void profile_get_stats(struct profile *p, struct profile_stats *out)
 	bytes += p->stacks_cap * (sizeof(*p->stacks) + sizeof(*p->totals));
 	bytes += table_bytes(p->frame_index ? p->frame_index->hh.tbl : NULL);
 	bytes += table_bytes(p->stack_index ? p->stack_index->hh.tbl : NULL);
+	if (p->ring != empty_ring)
+		bytes += PROFILE_HISTORY_S * sizeof(*p->ring);
 	for (i = 0; i < PROFILE_HISTORY_S; i++)
 		bytes += p->ring[i].cap * sizeof(struct bucket_entry);
 	for (i = 0; i < COARSE_N; i++)
