@@ -464,7 +464,8 @@ static int bucket_add(struct profile *p, struct bucket *b, struct stack *st, uin
 		return 0;
 	}
 	if (b->n == b->cap) {
-		size_t cap = next_cap(b->cap);
+		/* Most seconds of most targets hold a few stacks: start small. */
+		size_t cap = b->cap ? 2 * b->cap : 4;
 		struct bucket_entry *entries;
 
 		if (cap > UINT32_MAX)
