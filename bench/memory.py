@@ -28,6 +28,19 @@ OTEL_CEILING_MB = 250
 GOAL_MB_20 = 50
 
 
+def bpf_map_rss_kb(pid):
+    """RSS of pid's mappings of BPF maps: ring buffers the kernel allocated, counted in RSS
+    (twice for a ring buffer's data, which is mapped twice) as soon as they are mapped."""
+    kb, in_map = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if "-" in line.split(None, 1)[0] and not line[0].isupper():
+                in_map = line.rstrip().endswith("anon_inode:bpf-map")
+            elif in_map and line.startswith("Rss:"):
+                kb += int(line.split()[1])
+    return kb
+
+
 def write(path, value):
     with open(path, "w") as f:
         f.write(value)
@@ -56,6 +69,7 @@ def one_case(binary, workload, ntargets, seconds):
             "samples": d.samples() - samples0, "cpu_pct": 100 * (d.cpu_s() - cpu0) / wall,
             "fresh_kb": fresh_kb, "rss_kb": d.rss_kb(), "hwm_kb": status_kb(d.pid, "VmHWM"),
             "store_bytes": int(st.get("store_bytes", 0)), "rss_over_time_kb": rss_at,
+            "bpf_map_rss_kb": bpf_map_rss_kb(d.pid),
             "memory_mb": int(open(d.path("config", "memory_mb")).read()),
         }
         kill_all(procs)
@@ -71,13 +85,15 @@ def one_case(binary, workload, ntargets, seconds):
 
 
 def table(rows):
-    lines = ["| targets | stacks | samples | daemon CPU | RSS end | peak RSS | store | "
-             "RSS after drop (fresh) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| targets | stacks | samples | daemon CPU | RSS end | of which BPF maps | "
+             "peak RSS | store | RSS after drop (fresh) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         kind = "few (spin)" if r["workload"] == "spin" else "ever-new (paths)"
         lines.append(
             f"| {r['targets']} | {kind} | {r['samples']} | {r['cpu_pct']:.2f} % | "
-            f"{r['rss_kb'] / 1024:.1f} MB | {r['hwm_kb'] / 1024:.1f} MB | "
+            f"{r['rss_kb'] / 1024:.1f} MB | {r['bpf_map_rss_kb'] / 1024:.1f} MB | "
+            f"{r['hwm_kb'] / 1024:.1f} MB | "
             f"{r['store_bytes'] / 2**20:.1f} MB | {r['rss_after_kb'] / 1024:.1f} MB "
             f"({r['fresh_kb'] / 1024:.1f}) |")
     twenty = [r for r in rows if r["targets"] == 20 and r["workload"] == "spin"]
