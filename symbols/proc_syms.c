@@ -78,7 +78,9 @@ static int open_mapped_file(pid_t pid, const struct procmap *m)
 	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-static void attach_file(struct proc_syms *ps, const struct procmap *m, struct proc_map *pm)
+/* reader: whose /proc directory shows m (procmaps_reader). */
+static void attach_file(struct proc_syms *ps, pid_t reader, const struct procmap *m,
+			struct proc_map *pm)
 {
 	struct symbolizer *s = ps->s;
 	char debug_path[PATH_MAX + 64];
@@ -91,16 +93,17 @@ static void attach_file(struct proc_syms *ps, const struct procmap *m, struct pr
 			return;
 		}
 	}
-	fd = open_mapped_file(ps->pid, m);
+	fd = open_mapped_file(reader, m);
 	if (fd < 0)
 		return;
-	snprintf(debug_path, sizeof(debug_path), "/proc/%d/root%s", (int)ps->pid, m->path);
+	snprintf(debug_path, sizeof(debug_path), "/proc/%d/root%s", (int)reader, m->path);
 	/* A file that is not ELF, or cannot be read, is still named by offset. */
 	if (file_cache_get(s->files, fd, debug_path, &pm->file))
 		pm->file = NULL;
 }
 
-static int fill_map(struct proc_syms *ps, const struct procmap *m, struct proc_map *pm)
+static int fill_map(struct proc_syms *ps, pid_t reader, const struct procmap *m,
+		    struct proc_map *pm)
 {
 	struct symbolizer *s = ps->s;
 	const char *slash;
@@ -132,7 +135,7 @@ static int fill_map(struct proc_syms *ps, const struct procmap *m, struct proc_m
 		pm->kind = MAP_FILE;
 		slash = strrchr(pm->path, '/');
 		pm->label = slash ? slash + 1 : pm->path;
-		attach_file(ps, m, pm);
+		attach_file(ps, reader, m, pm);
 	}
 	return 0;
 }
@@ -157,7 +160,7 @@ static int read_table(struct proc_syms *ps, struct proc_map **out, size_t *out_n
 	for (i = 0; i < pm.n; i++) {
 		if (!procmap_is_exec(&pm.maps[i]))
 			continue;
-		err = fill_map(ps, &pm.maps[i], &maps[n]);
+		err = fill_map(ps, pm.reader, &pm.maps[i], &maps[n]);
 		if (err) {
 			free_table(ps->s, maps, n);
 			goto out;

@@ -10,6 +10,7 @@
 #include <elfutils/libdwfl.h>
 
 #include "symbols/debug_file.h"
+#include "symbols/procmaps.h"
 #include "symbols/unwind.h"
 
 /* DWARF register numbers of the x86-64 psABI. */
@@ -20,6 +21,7 @@
 struct unwinder {
 	Dwfl *dwfl;
 	pid_t pid;
+	pid_t reader; /* whose /proc/<id>/ shows pid's address space (procmaps_reader) */
 	int64_t reported_at; /* CLOCK_MONOTONIC second the mappings were last read */
 	/* The sample being unwound. */
 	const struct unwind_regs *regs;
@@ -67,7 +69,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_A
 
 	if (u && name[0] == '/' &&
 	    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL) &&
-	    (fd = open_mapped(u->pid, low)) >= 0) {
+	    (fd = open_mapped(u->reader, low)) >= 0) {
 		*elfp = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 		*file_name = *elfp ? strdup(name) : NULL;
 		if (*elfp && *file_name)
@@ -150,8 +152,14 @@ static int report(struct unwinder *u)
 {
 	int err;
 
+	err = procmaps_reader(u->pid, &u->reader);
+	if (err)
+		return err;
 	dwfl_report_begin_add(u->dwfl);
-	err = dwfl_linux_proc_report(u->dwfl, u->pid);
+	err = dwfl_linux_proc_report(u->dwfl, u->reader);
+	/* Maps we may not read: no module is known, and each walk stops at its first frame. */
+	if (err == EACCES || err == EPERM)
+		err = 0;
 	if (dwfl_report_end(u->dwfl, NULL, NULL) && !err)
 		err = -EINVAL;
 	/* find_elf learns the pid from each module. */
@@ -185,7 +193,8 @@ int unwinder_new(pid_t pid, struct unwinder **out)
 	err = report(u);
 	if (err)
 		goto fail;
-	if (!dwfl_attach_state(u->dwfl, NULL, pid, &thread_callbacks, u)) {
+	/* The id libdwfl reads /proc/<id>/mem through, for the vDSO. */
+	if (!dwfl_attach_state(u->dwfl, NULL, u->reader, &thread_callbacks, u)) {
 		err = -EOPNOTSUPP;
 		goto fail;
 	}
