@@ -847,25 +847,79 @@ static int frame_of(struct sqlite_store *s, sqlite3_stmt *fq, struct profile *p,
 	return 0;
 }
 
+/* A stack's sum over the rows a query matched. */
+struct stack_sum {
+	UT_hash_handle hh;
+	int64_t hash;
+	uint64_t n;
+};
+
+/* Sums the matching rows by stack in a hash table: no sort of every (second, stack) row. */
+static int sum_by_stack(sqlite3_stmt *st, struct stack_sum **sums)
+{
+	struct stack_sum *e;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t hash = sqlite3_column_int64(st, 0);
+
+		HASH_FIND(hh, *sums, &hash, sizeof(hash), e);
+		if (!e) {
+			e = calloc(1, sizeof(*e));
+			if (!e)
+				return -ENOMEM;
+			e->hash = hash;
+			HASH_ADD(hh, *sums, hash, sizeof(e->hash), e);
+		}
+		e->n += (uint64_t)sqlite3_column_int64(st, 1);
+	}
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+/* Adds a stack of the db (its frames blob) with count n to p. */
+static int add_stack(struct sqlite_store *s, sqlite3_stmt *fq, struct profile *p,
+		     struct frame_map **map, const void *blob, size_t depth, uint64_t n,
+		     uint32_t **frames, size_t *cap)
+{
+	int err = 0;
+
+	if (!depth)
+		return 0;
+	if (depth > *cap) {
+		uint32_t *bigger = realloc(*frames, depth * sizeof(**frames));
+
+		if (!bigger)
+			return -ENOMEM;
+		*frames = bigger;
+		*cap = depth;
+	}
+	for (size_t i = 0; !err && i < depth; i++) {
+		uint32_t db_id;
+
+		memcpy(&db_id, (const char *)blob + i * sizeof(db_id), sizeof(db_id));
+		err = frame_of(s, fq, p, map, db_id, &(*frames)[i]);
+	}
+	return err ? err : profile_add(p, 0, *frames, depth, n);
+}
+
 static int sqlite_profile(struct agg_store *as, const struct agg_query *q,
 			  struct profile_snapshot **out)
 {
 	static const char by_target[] =
-		"SELECT x.stack, SUM(x.count), st.frames FROM samples x JOIN stacks st ON"
-		" st.hash = x.stack WHERE x.target_id IN (SELECT id FROM targets WHERE id = "
-		NEWEST_TARGET ") AND x.type = ?3 AND x.sec BETWEEN ?4 AND ?5 GROUP BY x.stack";
+		"SELECT stack, count FROM samples WHERE target_id = " NEWEST_TARGET
+		" AND type = ?3 AND sec BETWEEN ?4 AND ?5";
 	static const char by_service[] =
-		"SELECT x.stack, SUM(x.count), st.frames FROM samples x JOIN stacks st ON"
-		" st.hash = x.stack WHERE x.target_id IN (SELECT id FROM targets WHERE service_id ="
-		" (SELECT id FROM services WHERE name = ?1)) AND x.type = ?3 AND"
-		" x.sec BETWEEN ?4 AND ?5 GROUP BY x.stack";
+		"SELECT stack, count FROM samples WHERE target_id IN (SELECT id FROM targets"
+		" WHERE service_id = (SELECT id FROM services WHERE name = ?1)) AND type = ?3 AND"
+		" sec BETWEEN ?4 AND ?5";
 	struct sqlite_store *s = of(as);
-	struct frame_map *map = NULL, *m, *tmp;
-	sqlite3_stmt *st = NULL, *fq = NULL;
+	struct frame_map *map = NULL, *m, *mtmp;
+	struct stack_sum *sums = NULL, *e, *etmp;
+	sqlite3_stmt *st = NULL, *fq = NULL, *sq = NULL;
 	struct profile *p;
 	uint32_t *frames = NULL;
 	size_t cap = 0;
-	int err, rc = SQLITE_DONE;
+	int err;
 
 	p = profile_new(tree_profiles[q->type].unit);
 	if (!p)
@@ -875,43 +929,35 @@ static int sqlite_profile(struct agg_store *as, const struct agg_query *q,
 	if (!err)
 		err = prepare(s, "SELECT name, file, line, module, build_id FROM frames"
 				 " WHERE id = ?1", &fq);
+	if (!err)
+		err = prepare(s, "SELECT frames FROM stacks WHERE hash = ?1", &sq);
 	if (!err) {
 		bind_text(st, 1, q->service ? q->service : q->node);
 		sqlite3_bind_int(st, 2, q->pid);
 		sqlite3_bind_int(st, 3, q->type);
 		sqlite3_bind_int64(st, 4, q->from);
 		sqlite3_bind_int64(st, 5, q->until);
+		err = sum_by_stack(st, &sums);
 	}
-	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const uint32_t *blob = sqlite3_column_blob(st, 2);
-		size_t depth = sqlite3_column_bytes(st, 2) / sizeof(uint32_t);
-
-		if (depth > cap) {
-			uint32_t *bigger = realloc(frames, depth * sizeof(*frames));
-
-			if (!bigger) {
-				err = -ENOMEM;
-				break;
-			}
-			frames = bigger;
-			cap = depth;
+	HASH_ITER(hh, sums, e, etmp) {
+		if (!err) {
+			sqlite3_bind_int64(sq, 1, e->hash);
+			if (sqlite3_step(sq) == SQLITE_ROW)
+				err = add_stack(s, fq, p, &map, sqlite3_column_blob(sq, 0),
+						sqlite3_column_bytes(sq, 0) / sizeof(uint32_t),
+						e->n, &frames, &cap);
+			else
+				err = -EIO;
+			sqlite3_reset(sq);
 		}
-		for (size_t i = 0; !err && i < depth; i++) {
-			uint32_t db_id;
-
-			memcpy(&db_id, blob + i, sizeof(db_id));
-			err = frame_of(s, fq, p, &map, db_id, &frames[i]);
-		}
-		if (!err && depth)
-			err = profile_add(p, 0, frames, depth,
-					  (uint64_t)sqlite3_column_int64(st, 1));
+		HASH_DEL(sums, e);
+		free(e);
 	}
-	if (!err && rc != SQLITE_DONE)
-		err = -EIO;
 	sqlite3_finalize(st);
 	sqlite3_finalize(fq);
+	sqlite3_finalize(sq);
 	pthread_mutex_unlock(&s->rlock);
-	HASH_ITER(hh, map, m, tmp) {
+	HASH_ITER(hh, map, m, mtmp) {
 		HASH_DEL(map, m);
 		free(m);
 	}
