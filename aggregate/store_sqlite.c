@@ -1128,40 +1128,95 @@ static int exec(sqlite3 *db, const char *sql)
 	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
 }
 
+/* Runs sql with ?1 = a, ?2 = b, ?3 = c on the writer; adds the rows changed to *changes. */
+static int run3(struct sqlite_store *s, const char *sql, int64_t a, int64_t b, int64_t c,
+		int64_t *changes)
+{
+	sqlite3_stmt *st;
+	int err = 0;
+
+	if (sqlite3_prepare_v2(s->w, sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, a);
+	sqlite3_bind_int64(st, 2, b);
+	sqlite3_bind_int64(st, 3, c);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		err = -EIO;
+	else if (changes)
+		*changes += sqlite3_changes(s->w);
+	sqlite3_finalize(st);
+	return err;
+}
+
+/* The ids of every target, ascending, from after. */
+static int target_ids(struct sqlite_store *s, int64_t after, int64_t *ids, size_t max,
+		      size_t *n)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*n = 0;
+	if (sqlite3_prepare_v2(s->w, "SELECT id FROM targets WHERE id > ?1 ORDER BY id LIMIT ?2",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, after);
+	sqlite3_bind_int64(st, 2, max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		ids[(*n)++] = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+#define RETAIN_CHUNK 64
+
+/* Old seconds go a few targets per transaction, each delete a range of the primary key, so
+ * batches keep being applied between them however much there is to delete. */
 static int sqlite_retain(struct agg_store *as, int64_t before)
 {
-	static const char *const sql[] = {
-		"DELETE FROM samples WHERE sec < ?1",
-		"DELETE FROM blocking WHERE time_ns < ?1 * 1000000000",
+	static const char *const last[] = {
 		"DELETE FROM batches WHERE received < ?1",
+		"DELETE FROM samples WHERE target_id IN"
+		" (SELECT id FROM targets WHERE last_seen < ?1)",
+		"DELETE FROM blocking WHERE target_id IN"
+		" (SELECT id FROM targets WHERE last_seen < ?1)",
 		"DELETE FROM texts WHERE target_id IN (SELECT id FROM targets WHERE last_seen < ?1)",
 		"DELETE FROM sys_rows WHERE target_id IN"
 		" (SELECT id FROM targets WHERE last_seen < ?1)",
 		"DELETE FROM targets WHERE last_seen < ?1",
-		"DELETE FROM stacks WHERE hash NOT IN (SELECT stack FROM samples)",
 	};
 	struct sqlite_store *s = of(as);
+	int64_t ids[RETAIN_CHUNK], after = 0, deleted = 0;
+	size_t n;
 	int err = 0;
 
-	pthread_mutex_lock(&s->wlock);
-	err = exec(s->w, "BEGIN IMMEDIATE");
-	for (size_t i = 0; !err && i < sizeof(sql) / sizeof(sql[0]); i++) {
-		sqlite3_stmt *st;
-
-		if (sqlite3_prepare_v2(s->w, sql[i], -1, &st, NULL) != SQLITE_OK) {
-			err = -EIO;
-			break;
+	do {
+		pthread_mutex_lock(&s->wlock);
+		err = exec(s->w, "BEGIN IMMEDIATE");
+		if (!err)
+			err = target_ids(s, after, ids, RETAIN_CHUNK, &n);
+		for (size_t i = 0; !err && i < n; i++) {
+			for (int type = 0; !err && type < TARGET_PROFILE_NR; type++)
+				err = run3(s, "DELETE FROM samples WHERE target_id = ?1 AND"
+					   " type = ?2 AND sec < ?3", ids[i], type, before,
+					   &deleted);
+			if (!err)
+				err = run3(s, "DELETE FROM blocking WHERE target_id = ?1 AND"
+					   " time_ns < ?2 * 1000000000", ids[i], before, 0, NULL);
+			after = ids[i];
 		}
-		sqlite3_bind_int64(st, 1, before);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			err = -EIO;
-		sqlite3_finalize(st);
-	}
-	if (!err)
-		err = exec(s->w, "COMMIT");
-	if (err)
-		exec(s->w, "ROLLBACK");
-	pthread_mutex_unlock(&s->wlock);
+		if (!err && n == 0) {
+			for (size_t i = 0; !err && i < sizeof(last) / sizeof(last[0]); i++)
+				err = run3(s, last[i], before, 0, 0, &deleted);
+			/* Stacks no second uses any more, once something went. */
+			if (!err && deleted)
+				err = run3(s, "DELETE FROM stacks WHERE hash NOT IN"
+					   " (SELECT stack FROM samples)", 0, 0, 0, NULL);
+		}
+		err = err ? err : exec(s->w, "COMMIT");
+		if (err)
+			exec(s->w, "ROLLBACK");
+		pthread_mutex_unlock(&s->wlock);
+	} while (!err && n);
 	return err;
 }
 
