@@ -237,6 +237,10 @@ def test_time_ranges(agg):
     assert folded(agg.get(f"{path}?from={NOW - 400}&until={NOW - 200}", "alltok")[1]) == \
         {"app;main;work": 4}
     assert agg.get(path + "?last=999999999", "alltok")[0] == 400
+    assert agg.get(path + f"?from={NOW}&until={NOW - 1}", "alltok")[0] == 400
+    for view in ("cpu.json", "cpu.svg", "cpu.pprof", "cpu.top"):  # open ends render too
+        assert agg.get(path.replace("cpu.folded", view) + f"?from={NOW - 100}", "alltok")[0] == 200
+        assert agg.get(path.replace("cpu.folded", view) + f"?until={NOW}", "alltok")[0] == 200
     window = agg.mount / "nodes/n2/targets/600/window"
     assert read(window) == "all\n"
     write(window, "60")
