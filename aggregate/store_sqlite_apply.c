@@ -260,7 +260,8 @@ static int put_sys(struct sqlite_store *s, const WireBatch *b, int64_t target,
 		sqlite3_stmt *st = s->q[Q_SYS_ADD];
 		uint64_t hist[LATENCY_HIST] = {0};
 
-		memcpy(hist, r->hist, r->n_hist * sizeof(*hist));
+		if (r->n_hist) /* none: hist is NULL */
+			memcpy(hist, r->hist, r->n_hist * sizeof(*hist));
 		sqlite3_bind_int64(st, 1, target);
 		sqlite3_bind_int(st, 2, r->kind);
 		sqlite3_bind_int64(st, 3, r->a);
