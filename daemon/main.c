@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include "daemon/aggregate_cmd.h"
 #include "daemon/aperture.h"
 #include "daemon/render_cmd.h"
 #include "fs/fs.h"
@@ -18,6 +19,8 @@ static void usage(FILE *out)
 		"Usage: aperture mount [--foreground] [--allow-other] [MOUNTPOINT]\n"
 		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
 		"       aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
+		"       aperture aggregate [--listen ADDR:PORT] [--store URL] [--tokens FILE] ...\n"
+		"       aperture fetch [--token-file F] URL [PATH]\n"
 		"       aperture --help | --version\n"
 		"\n"
 		"Mounts the profiling tree at MOUNTPOINT (default " DEFAULT_MOUNTPOINT ").\n"
@@ -110,6 +113,10 @@ int main(int argc, char **argv)
 		raise_fd_limit();
 		return record_main(argc - 1, argv + 1);
 	}
+	if (argc >= 2 && !strcmp(argv[1], "aggregate"))
+		return aggregate_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "fetch"))
+		return fetch_main(argc - 1, argv + 1);
 	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
 		return fs_version(stdout) ? 1 : 0;
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
