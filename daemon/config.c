@@ -11,6 +11,7 @@
 #include "store/profile.h"
 #include "symbols/symbols.h"
 #include "views/writer.h"
+#include "sync/client.h"
 
 #define CONFIG_STRING_MAX 4096
 
@@ -43,6 +44,12 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	/* What the profiles may hold together: 20 ordinary targets take a few MB, so this is
 	 * room for many targets with many stacks, and the daemon stays well under 250 MB. */
 	[CONFIG_MEMORY_MB] = { "memory_mb", 1, 1 << 20, 128, "MiB" },
+	[CONFIG_SYNC] = { "sync", .unit = "an aggregator's URL, or empty", .string = true },
+	/* Each second must be shipped while the store still has it by itself: it keeps
+	 * per-second counts for the last minute (then 10-second groups). */
+	[CONFIG_SYNC_INTERVAL_S] = { "sync_interval_s", 1, 30, 10, "seconds" },
+	/* Unacknowledged batches kept on disk; past it the oldest are dropped, counted. */
+	[CONFIG_SYNC_SPOOL_MB] = { "sync_spool_mb", 1, 1 << 20, 64, "MiB" },
 };
 
 void config_init(struct aperture *a)
@@ -134,6 +141,8 @@ static int write_string(struct aperture *a, enum config_key key, const char *buf
 		err = check_dirs(v, why, sizeof(why));
 	if (!err && key == CONFIG_WORKERS)
 		err = check_thread_prefix(v, why, sizeof(why));
+	if (!err && key == CONFIG_SYNC)
+		err = sync_check_url(v, why, sizeof(why));
 	if (err) {
 		aperture_set_error(a, "config/%s: %s", d->name, why);
 		free(v);

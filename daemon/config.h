@@ -21,6 +21,9 @@ enum config_key {
 	CONFIG_LOCK_STACKS,
 	CONFIG_JVM_ATTACH,
 	CONFIG_MEMORY_MB,
+	CONFIG_SYNC,            /* the aggregator's URL, "" = sync off */
+	CONFIG_SYNC_INTERVAL_S,
+	CONFIG_SYNC_SPOOL_MB,
 	CONFIG_NR,
 };
 

@@ -800,3 +800,101 @@ void profile_get_stats(struct profile *p, struct profile_stats *out)
 	};
 	pthread_mutex_unlock(&p->lock);
 }
+
+static int cmp_bucket_sec(const void *x, const void *y)
+{
+	int64_t a = (*(const struct bucket *const *)x)->sec;
+	int64_t b = (*(const struct bucket *const *)y)->sec;
+
+	return (a > b) - (a < b);
+}
+
+int profile_seconds(struct profile *p, int64_t from, int64_t until, struct profile_seconds **out)
+{
+	struct bucket *used[PROFILE_HISTORY_S];
+	struct profile_seconds *s;
+	struct profile_second_count *c;
+	uint32_t *local = NULL;
+	size_t *where = NULL; /* stack id -> index of its count in the latest second */
+	size_t nused = 0, nentries = 0, i;
+	int err = -ENOMEM;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < PROFILE_HISTORY_S; i++) {
+		struct bucket *b = &p->ring[i];
+
+		if (b->n && b->sec >= from && b->sec < until) {
+			used[nused++] = b;
+			nentries += b->n;
+		}
+	}
+	qsort(used, nused, sizeof(*used), cmp_bucket_sec);
+	s->names = malloc((p->nnames ? p->nnames : 1) * sizeof(*s->names));
+	s->infos = malloc((p->nnames ? p->nnames : 1) * sizeof(*s->infos));
+	s->counts = malloc((nentries ? nentries : 1) * sizeof(*s->counts));
+	s->stacks = malloc((nentries ? nentries : 1) * sizeof(*s->stacks));
+	/* stack id -> its index in s->stacks + 1, 0 = not counted yet */
+	local = calloc(p->nstacks ? p->nstacks : 1, sizeof(*local));
+	where = calloc(p->nstacks ? p->nstacks : 1, sizeof(*where));
+	if (!s->names || !s->infos || !s->counts || !s->stacks || !local || !where)
+		goto out;
+	if (p->nnames) {
+		memcpy((void *)s->names, p->names, p->nnames * sizeof(*s->names));
+		memcpy((void *)s->infos, p->infos, p->nnames * sizeof(*s->infos));
+	}
+	s->nnames = p->nnames;
+	for (i = 0; i < nused; i++) {
+		for (uint32_t j = 0; j < used[i]->n; j++) {
+			const struct bucket_entry *e = &used[i]->entries[j];
+			struct stack *st = p->stacks[e->stack];
+
+			if (!e->count)
+				continue;
+			if (!local[e->stack]) {
+				s->stacks[s->nstacks] = (struct profile_stack){
+					.frames = st->frames, .depth = st->depth };
+				local[e->stack] = ++s->nstacks;
+			}
+			s->stacks[local[e->stack] - 1].count += e->count;
+			/* A stack can have several entries in one bucket: one count per second. */
+			c = &s->counts[where[e->stack]];
+			if (where[e->stack] < s->ncounts && c->sec == used[i]->sec &&
+			    c->stack == local[e->stack] - 1) {
+				c->count += e->count;
+				continue;
+			}
+			where[e->stack] = s->ncounts;
+			s->counts[s->ncounts++] = (struct profile_second_count){
+				.sec = used[i]->sec, .stack = local[e->stack] - 1,
+				.count = e->count };
+		}
+	}
+	s->unit = p->unit;
+	s->since = p->since;
+	s->owner = profile_ref(p);
+	*out = s;
+	s = NULL;
+	err = 0;
+out:
+	pthread_mutex_unlock(&p->lock);
+	free(local);
+	free(where);
+	profile_seconds_free(s);
+	return err;
+}
+
+void profile_seconds_free(struct profile_seconds *s)
+{
+	if (!s)
+		return;
+	if (s->owner)
+		profile_unref(s->owner);
+	free((void *)s->names);
+	free((void *)s->infos);
+	free(s->counts);
+	free(s->stacks);
+	free(s);
+}

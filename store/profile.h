@@ -100,5 +100,26 @@ void profile_get_stats(struct profile *p, struct profile_stats *out);
 void profile_set_budget(size_t bytes);
 /* The memory all profiles hold now, as counted against the budget. */
 size_t profile_store_bytes(void);
+/* The per-second counts of the seconds in [from, until), for remote sync: what changed since
+ * the seconds it shipped last. Seconds older than the per-second history are gone. */
+struct profile_second_count {
+	int64_t sec;
+	uint32_t stack;  /* index into profile_seconds.stacks */
+	uint64_t count;
+};
+struct profile_seconds {
+	const char *unit;
+	const char *const *names;     /* frame id -> name, nnames of them */
+	const struct frame_info *const *infos; /* frame id -> info or NULL */
+	size_t nnames;
+	struct profile_stack *stacks; /* the stacks counted; count: their sum over the range */
+	size_t nstacks;
+	struct profile_second_count *counts; /* ascending by second */
+	size_t ncounts;
+	int64_t since;                /* the time the profile was made or last reset */
+	struct profile *owner;        /* referenced until profile_seconds_free */
+};
+int profile_seconds(struct profile *p, int64_t from, int64_t until, struct profile_seconds **out);
+void profile_seconds_free(struct profile_seconds *s);
 
 #endif

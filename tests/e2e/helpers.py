@@ -149,20 +149,23 @@ def threads_of(pid):
 
 
 class Daemon:
-    """build/aperture serving a mount point, in the foreground, with --allow-other."""
+    """build/aperture serving a mount point, in the foreground, with --allow-other; args are
+    more options of `aperture mount`, prefix a command it runs under (e.g. nsenter)."""
 
     live = set()  # started and not yet stopped, for conftest's watchdog
 
-    def __init__(self, mnt, log, env=None):
+    def __init__(self, mnt, log, env=None, args=(), prefix=()):
         self.mnt = Path(mnt)
         self.log = Path(log)
         self.env = dict(os.environ, **(env or {}))
+        self.args, self.prefix = list(args), list(prefix)
         self.proc = None
 
     def start(self):
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [APERTURE, "mount", "--foreground", "--allow-other", str(self.mnt)],
+                [*self.prefix, APERTURE, "mount", "--foreground", "--allow-other", *self.args,
+                 str(self.mnt)],
                 stdout=log, stderr=subprocess.STDOUT, env=self.env,
                 preexec_fn=default_interrupts)
         Daemon.live.add(self)
