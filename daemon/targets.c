@@ -16,6 +16,7 @@
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "store/thread_cpu.h"
+#include "symbols/procmaps.h"
 
 struct target {
 	pid_t pid;
@@ -336,6 +337,11 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 			target_error(t, "enable: cpu collector: %s", why);
 			return err;
 		}
+		/* Mappings we may not read: profiled all the same, as perf does, unnamed. */
+		err = procmaps_check_access(t->pid);
+		if (err)
+			target_error(t, "enable: /proc/%d/maps: %s (ptrace read access refused): "
+				     "frames are [unknown]", (int)t->pid, strerror(-err));
 		/* Off-CPU collection is extra: without it, cpu profiling still goes on and status
 		 * says why it is missing. */
 		if (a->offcpu && !offcpu_collector_add(a->offcpu, t->pid,
