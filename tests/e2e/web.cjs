@@ -65,7 +65,7 @@ async function go(page, hash) {
 	await page.click(`nav a[data-path="${target}"]`);
 	seen.flame_state = await ready(page);
 	seen.top = await page.$$eval("#top tbody tr", (rows) =>
-		rows.slice(0, 5).map((r) => Array.from(r.cells).map((c) => c.textContent)));
+		rows.map((r) => Array.from(r.cells).map((c) => c.textContent)));
 	seen.frames = await page.$$eval("#flame .fr", (fs) => fs.length);
 	await shot(page, "2-flame");
 
