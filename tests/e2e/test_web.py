@@ -1,8 +1,8 @@
 """The aggregator's page in headless Chromium (tests/e2e/web.cjs, playwright-core driving
 Debian's chromium), against a real aggregator fed by a real node on loopback: cpu_split (b
-does 70 % of the work, c 30 %, both in burn, inlined) and a deadlocked `waits deadlock` profiled on the node, and a
-service whose two seconds the test posts itself (grow: 10 then 90 samples, shrink: 90 then
-10) for compare. Screenshots in build/test-output/web/."""
+does 70 % of the work, c 30 %, both in burn, inlined) and a deadlocked `waits deadlock`
+profiled on the node, and a service whose two seconds the test posts itself (grow: 10 then
+90 samples, shrink: 90 then 10) for compare. Screenshots in build/test-output/web/."""
 import json
 import os
 import shutil
