@@ -1,5 +1,6 @@
 """The aggregator for end-to-end tests: starting a real one on loopback, building batches
 (sync/batch.proto, compiled with protoc at import time) and talking HTTP to it."""
+import contextlib
 import gzip
 import http.client
 import signal
@@ -10,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers import APERTURE, REPO, mounted, wait_for
+from helpers import APERTURE, REPO, Daemon, mounted, wait_for, write
 
 _PB_DIR = tempfile.mkdtemp(prefix="aperture-pb-")
 subprocess.run(["protoc", f"--python_out={_PB_DIR}", f"-I{REPO / 'sync'}",
@@ -173,3 +174,22 @@ def folded(text):
             out[stack] = out.get(stack, 0) + int(n)
     return out
 
+
+
+@contextlib.contextmanager
+def syncing_node(agg, workdir, name, token, extra=()):
+    """A node daemon on this host, mounted at workdir/mnt, syncing to agg as name with token
+    every second; stopped (and checked) on leaving."""
+    workdir = Path(workdir)
+    (workdir / "token").write_text(token)
+    (workdir / "mnt").mkdir()
+    node = Daemon(workdir / "mnt", workdir / "node.log",
+                  args=["--sync", agg.url, "--node", name, "--token-file",
+                        str(workdir / "token"), "--spool-dir", str(workdir / "spool"), *extra])
+    try:
+        node.start()
+        write(node.mnt / "config" / "sync_interval_s", "1")
+        yield node
+        node.stop()
+    finally:
+        node.kill()

@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from fleet import Aggregator, free_port
-from helpers import REPO, Daemon, parse_status, read, wait_for, write
+from fleet import Aggregator, free_port, syncing_node
+from helpers import REPO, parse_status, read, wait_for, write
 
 TOKENS = {"node": "tok-met-node", "read": "tok-met-read"}
 
@@ -33,21 +33,13 @@ def test_alert_rules_check_and_their_unit_tests_pass():
 def fleet(scratch):
     agg = Aggregator(scratch, tokens=f"{TOKENS['node']} node met1\n{TOKENS['read']} read *\n")
     agg.start()
-    (scratch / "token").write_text(TOKENS["node"])
     port = free_port()
-    node = Daemon(scratch / "mnt", scratch / "node.log",
-                  args=["--sync", agg.url, "--node", "met1", "--token-file",
-                        str(scratch / "token"), "--spool-dir", str(scratch / "spool"),
-                        "--http", f"127.0.0.1:{port}"])
-    node.http = f"http://127.0.0.1:{port}"
-    (scratch / "mnt").mkdir()
     try:
-        node.start()
-        write(node.mnt / "config" / "sync_interval_s", "1")
-        yield agg, node
-        node.stop()
+        with syncing_node(agg, scratch, "met1", TOKENS["node"],
+                          ["--http", f"127.0.0.1:{port}"]) as node:
+            node.http = f"http://127.0.0.1:{port}"
+            yield agg, node
     finally:
-        node.kill()
         agg.stop()
 
 

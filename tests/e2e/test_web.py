@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from fleet import Aggregator, batch
-from helpers import BUILD, WORKLOADS, Daemon, parse_folded, read, wait_for, write
+from fleet import Aggregator, batch, syncing_node
+from helpers import BUILD, parse_folded, wait_for, write
 from test_waits import Waits
 
 NODE_MODULES = "/usr/local/lib/aperture-tests/node_modules"
@@ -28,18 +28,10 @@ pytestmark = pytest.mark.skipif(
 def fleet(scratch):
     agg = Aggregator(scratch, tokens=f"{TOKENS['node']} node web1\n{TOKENS['cmp']} node cmp\n"
                                      f"{TOKENS['read']} read *\n").start()
-    (scratch / "token").write_text(TOKENS["node"])
-    node = Daemon(scratch / "mnt", scratch / "node.log",
-                  args=["--sync", agg.url, "--node", "web1", "--token-file",
-                        str(scratch / "token"), "--spool-dir", str(scratch / "spool")])
-    (scratch / "mnt").mkdir()
     try:
-        node.start()
-        write(node.mnt / "config" / "sync_interval_s", "1")
-        yield agg, node
-        node.stop()
+        with syncing_node(agg, scratch, "web1", TOKENS["node"]) as node:
+            yield agg, node
     finally:
-        node.kill()
         agg.stop()
 
 
