@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
-#include "aggregate/store.h"
+#include "aggregate/batch_names.h"
+#include "aggregate/group_commit.h"
 
 #define SYS_MARK 100 /* texts.kind of the sys rows' version */
 
@@ -121,26 +122,13 @@ struct frame_id {
 	char name[];
 };
 
-/* A batch waiting for the group it is committed with. */
-struct apply_job {
-	const WireBatch *b;
-	int64_t now;
-	struct agg_apply_result *r;
-	int err;
-	bool done;
-	struct apply_job *next;
-};
-
 #define GROUP_MAX 64
 
 struct sqlite_store {
 	struct agg_store base;
 	sqlite3 *w, *r;                /* writer, reader */
 	pthread_mutex_t wlock, rlock;
-	pthread_mutex_t qlock;         /* queue, leading */
-	pthread_cond_t group_done;
-	struct apply_job *queue, **queue_tail;
-	bool leading;                  /* a thread is applying a group */
+	struct agg_group group;
 	sqlite3_stmt *q[Q_NR];
 	struct frame_id *frames;       /* under wlock */
 	size_t nframes;
@@ -186,17 +174,6 @@ static int name_id(struct sqlite_store *s, int add, int get, const char *name, i
 		return err;
 	bind_text(s->q[get], 1, name);
 	return step(s->q[get], id);
-}
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
 }
 
 static const char *str_at(const WireBatch *b, uint32_t i)
@@ -268,7 +245,7 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 		err = frame_db_id(s, b, i, &frame_ids[i]);
 	for (size_t i = 0; !err && i < b->n_stacks; i++) {
 		const Aperture__Sync__V1__Stack *st = b->stacks[i];
-		uint64_t h = 0xcbf29ce484222325ULL;
+		uint64_t h = AGG_FNV_BASIS;
 
 		if (st->n_frames > cap) {
 			uint32_t *bigger = realloc(blob, st->n_frames * sizeof(*blob));
@@ -283,7 +260,7 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 		for (size_t j = 0; j < st->n_frames; j++) {
 			const char *name = str_at(b, b->frames[st->frames[j]]->name);
 
-			h = fnv1a(h, name, strlen(name) + 1);
+			h = agg_fnv1a(h, name, strlen(name) + 1);
 			blob[j] = frame_ids[st->frames[j]];
 		}
 		hashes[i] = (int64_t)h;
@@ -295,57 +272,6 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 	free(blob);
 	free(frame_ids);
 	return err;
-}
-
-/* A target's service, as a directory name: its service label, else its comm; '/' and
- * control characters become '_', "." and ".." get a leading '_'. */
-static void service_of(const Aperture__Sync__V1__Target *t, char *out, size_t size)
-{
-	const char *name = t->comm[0] ? t->comm : "unknown";
-
-	for (size_t i = 0; i < t->n_labels; i++)
-		if (!strcmp(t->labels[i]->key, "service") && t->labels[i]->value[0])
-			name = t->labels[i]->value;
-	snprintf(out, size, "%s%s", !strcmp(name, ".") || !strcmp(name, "..") ? "_" : "", name);
-	for (char *p = out; *p; p++)
-		if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '_';
-}
-
-static char *labels_text(const Aperture__Sync__V1__Target *t)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (!f)
-		return NULL;
-	for (size_t i = 0; i < t->n_labels; i++)
-		fprintf(f, "%s%s=%s", i ? "," : "", t->labels[i]->key, t->labels[i]->value);
-	if (fclose(f)) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
-}
-
-/* The folded text of stack i, for blocking events (they keep their stacks as text). */
-static char *stack_text(const WireBatch *b, uint32_t i)
-{
-	const Aperture__Sync__V1__Stack *st = b->stacks[i];
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (!f)
-		return NULL;
-	for (size_t j = 0; j < st->n_frames; j++)
-		fprintf(f, "%s%s", j ? ";" : "", str_at(b, b->frames[st->frames[j]]->name));
-	if (fclose(f)) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
 }
 
 static int set_text(struct sqlite_store *s, int64_t target, int kind, int64_t ord,
@@ -415,14 +341,14 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 	bool changed;
 	int err;
 
-	service_of(t, service_name, sizeof(service_name));
+	agg_service_of(t, service_name, sizeof(service_name));
 	err = name_id(s, Q_SERVICE_ADD, Q_SERVICE_ID, service_name, &service);
 	if (err)
 		return err;
 	for (size_t p = 0; p < t->n_profiles; p++)
 		if (!strcmp(t->profiles[p]->type, "cpu"))
 			period = t->profiles[p]->period_ns;
-	labels = labels_text(t);
+	labels = agg_labels_text(t);
 	if (!labels)
 		return -ENOMEM;
 	sqlite3_bind_int64(st, 1, node);
@@ -482,7 +408,7 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 	}
 	for (size_t e = 0; !err && e < t->n_blocking; e++) {
 		const Aperture__Sync__V1__BlockingEvent *ev = t->blocking[e];
-		char *stack = stack_text(b, ev->stack);
+		char *stack = agg_stack_text(b, ev->stack);
 
 		if (!stack)
 			return -ENOMEM;
@@ -583,7 +509,7 @@ static int apply_locked(struct sqlite_store *s, const WireBatch *b, int64_t now,
 }
 
 /* One batch of a group, under its savepoint: applied whole, or rolled back to nothing. */
-static void apply_one(struct sqlite_store *s, struct apply_job *j)
+static void apply_one(struct sqlite_store *s, struct agg_job *j)
 {
 	*j->r = (struct agg_apply_result){0};
 	j->err = step(s->q[Q_SAVEPOINT], NULL);
@@ -603,60 +529,30 @@ static void apply_one(struct sqlite_store *s, struct apply_job *j)
 	}
 }
 
-static void apply_group(struct sqlite_store *s, struct apply_job *group)
+static void apply_group(void *ctx, struct agg_job *group)
 {
+	struct sqlite_store *s = ctx;
 	int err;
 
 	pthread_mutex_lock(&s->wlock);
 	err = step(s->q[Q_BEGIN], NULL);
-	for (struct apply_job *j = group; !err && j; j = j->next)
+	for (struct agg_job *j = group; !err && j; j = j->next)
 		apply_one(s, j);
 	if (!err)
 		err = step(s->q[Q_COMMIT], NULL);
 	if (err) {
 		step(s->q[Q_ROLLBACK], NULL);
 		frame_cache_clear(s);
-		for (struct apply_job *j = group; j; j = j->next)
+		for (struct agg_job *j = group; j; j = j->next)
 			j->err = err;
 	}
 	pthread_mutex_unlock(&s->wlock);
 }
 
-/* Leader and followers: the first batch to find no group being applied applies every batch
- * queued by then (its own included); the others wait for the group that holds theirs. */
 static int sqlite_apply(struct agg_store *as, const WireBatch *b, int64_t now,
 			struct agg_apply_result *r)
 {
-	struct sqlite_store *s = of(as);
-	struct apply_job job = { .b = b, .now = now, .r = r }, *group, *j, **cut;
-	int n;
-
-	pthread_mutex_lock(&s->qlock);
-	*s->queue_tail = &job;
-	s->queue_tail = &job.next;
-	while (!job.done) {
-		if (s->leading) {
-			pthread_cond_wait(&s->group_done, &s->qlock);
-			continue;
-		}
-		s->leading = true;
-		group = s->queue;
-		for (cut = &s->queue, n = 0; *cut && n < GROUP_MAX; cut = &(*cut)->next, n++)
-			;
-		s->queue = *cut;
-		*cut = NULL;
-		if (!s->queue)
-			s->queue_tail = &s->queue;
-		pthread_mutex_unlock(&s->qlock);
-		apply_group(s, group);
-		pthread_mutex_lock(&s->qlock);
-		for (j = group; j; j = j->next)
-			j->done = true;
-		s->leading = false;
-		pthread_cond_broadcast(&s->group_done);
-	}
-	pthread_mutex_unlock(&s->qlock);
-	return job.err;
+	return agg_group_apply(&of(as)->group, b, now, r);
 }
 
 /* Read side: statements prepared per call on the reader connection, under rlock. */
@@ -1258,8 +1154,7 @@ static void sqlite_close(struct agg_store *as)
 	sqlite3_close(s->r);
 	pthread_mutex_destroy(&s->wlock);
 	pthread_mutex_destroy(&s->rlock);
-	pthread_mutex_destroy(&s->qlock);
-	pthread_cond_destroy(&s->group_done);
+	agg_group_fini(&s->group);
 	free(s);
 }
 
@@ -1302,9 +1197,7 @@ static int sqlite_open(const char *path, struct agg_store **out, char *why, size
 	snprintf(s->base.url, sizeof(s->base.url), "sqlite:%s", path);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->rlock, NULL);
-	pthread_mutex_init(&s->qlock, NULL);
-	pthread_cond_init(&s->group_done, NULL);
-	s->queue_tail = &s->queue;
+	agg_group_init(&s->group, GROUP_MAX, apply_group, s);
 	err = open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->w, why, why_size);
 	/* FULL: a batch acknowledged is on disk, or the node would drop what we then lose. */
 	if (!err && (exec(s->w, schema) || exec(s->w, "PRAGMA synchronous=FULL"))) {
@@ -1331,8 +1224,11 @@ int agg_store_open(const char *url, struct agg_store **out, char *why, size_t wh
 {
 	if (!strncmp(url, "sqlite:", 7))
 		return sqlite_open(url + 7, out, why, why_size);
+	if (!strncmp(url, "clickhouse://", 13))
+		return agg_store_open_clickhouse(url, out, why, why_size);
 	if (strstr(url, "://")) {
-		snprintf(why, why_size, "%s: unknown store (sqlite:PATH is)", url);
+		snprintf(why, why_size, "%s: unknown store (sqlite:PATH and"
+			 " clickhouse://HOST:PORT/DB are)", url);
 		return -EINVAL;
 	}
 	return sqlite_open(url, out, why, why_size);
