@@ -89,13 +89,17 @@ def test_counts_over_http_and_fuse_and_services(agg):
     svc = agg.get("/services/checkout/cpu.folded", "alltok")[1]
     assert folded(svc) == {"app;main;work": 42, "app;main;idle": 13}
     assert (agg.mount / "services/checkout/cpu.folded").read_bytes() == svc
-    # every rendering answers, with its content type
+    # every rendering answers, with its content type; a range that ended renders the same
+    # bytes every time (the open one says "up to now")
+    write(agg.mount / "nodes/n1/targets/100/window", f"{NOW - 100}..{NOW}")
     for name, ctype in [("cpu.top", "text/plain"), ("cpu.json", "application/json"),
                         ("flame.svg", "image/svg+xml"), ("cpu.pprof", "application/octet-stream"),
                         ("syscalls.json", "application/json"), ("status", "text/plain")]:
-        status, data, r = agg.request("GET", f"/nodes/n1/targets/100/{name}", token="alltok")
+        status, data, r = agg.request("GET", f"/nodes/n1/targets/100/{name}?from={NOW - 100}"
+                                      f"&until={NOW}", token="alltok")
         assert status == 200 and r.getheader("Content-Type").startswith(ctype), name
         assert (agg.mount / "nodes/n1/targets/100" / name).read_bytes() == data, name
+    write(agg.mount / "nodes/n1/targets/100/window", "all")
     listing = agg.get("/nodes/n1/targets/100", "alltok")[1]
     assert b'"name":"cpu.folded","type":"file"' in listing
     assert b'"enable"' not in listing  # no controls on a mirror
@@ -299,15 +303,15 @@ def test_retention_deletes_old_days(stores):
         a.stop()
 
 
-def test_fetch_client_and_https(scratch, agg):
-    token = scratch / "read.token"
+def test_fetch_client_and_https(agg):
+    token = agg.dir / "read.token"
     token.write_text("alltok\n")
     out = subprocess.run([str(APERTURE), "fetch", "--token-file", str(token), agg.url,
                           "/nodes/n1/targets/100/cpu.folded"], capture_output=True, check=True)
     assert out.stdout == agg.get("/nodes/n1/targets/100/cpu.folded", "alltok")[1]
     bad = subprocess.run([str(APERTURE), "fetch", agg.url, "/nodes"], capture_output=True)
     assert bad.returncode == 1 and b"401" in bad.stderr
-    d = scratch / "tls"
+    d = agg.dir / "tls"
     d.mkdir()
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
