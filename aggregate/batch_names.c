@@ -61,3 +61,15 @@ char *agg_stack_text(const WireBatch *b, uint32_t i)
 	}
 	return buf;
 }
+
+void agg_target_texts(const Aperture__Sync__V1__Target *t, const char *out[TREE_TEXT_NR])
+{
+	for (int k = 0; k < TREE_TEXT_NR; k++)
+		out[k] = NULL;
+	out[TREE_TEXT_STATUS] = t->status;
+	out[TREE_TEXT_JVM_STATUS] = t->jvm_status;
+	out[TREE_TEXT_THREADS_DUMP] = t->threads_dump;
+	out[TREE_TEXT_DEADLOCKS] = t->deadlocks;
+	out[TREE_TEXT_DEADLOCKS_JSON] = t->deadlocks_json;
+	out[TREE_TEXT_THREADS_BUSY] = t->threads_busy;
+}

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "fs/tree.h"
 #include "sync/wire.h"
 
 #define AGG_FNV_BASIS 0xcbf29ce484222325ULL
@@ -17,5 +18,8 @@ void agg_service_of(const Aperture__Sync__V1__Target *t, char *out, size_t size)
 char *agg_labels_text(const Aperture__Sync__V1__Target *t);
 /* The folded text of stack i of b (malloc'd), or NULL without memory. */
 char *agg_stack_text(const WireBatch *b, uint32_t i);
+
+/* A target's latest-state texts by enum tree_text (NULL or "" = unchanged). */
+void agg_target_texts(const Aperture__Sync__V1__Target *t, const char *out[TREE_TEXT_NR]);
 
 #endif

@@ -359,8 +359,6 @@ struct group_rows {
 	size_t n_new_stacks, n_new_texts;
 };
 
-static const char *const text_cols = "node, target, kind, ver, seen, body";
-
 /* A batch's sample rows, its stacks not yet written today, and its span of seconds. */
 static int put_batch(struct ch_store *s, struct group_rows *g, const WireBatch *b, int64_t now,
 		     uint64_t attempt, uint64_t ver, uint32_t *min_sec, uint32_t *max_sec,
@@ -418,14 +416,7 @@ static int put_batch(struct ch_store *s, struct group_rows *g, const WireBatch *
 	*samples = 0;
 	for (size_t i = 0; i < b->n_targets; i++) {
 		const Aperture__Sync__V1__Target *t = b->targets[i];
-		const char *texts[TREE_TEXT_NR] = {
-			[TREE_TEXT_STATUS] = t->status,
-			[TREE_TEXT_JVM_STATUS] = t->jvm_status,
-			[TREE_TEXT_THREADS_DUMP] = t->threads_dump,
-			[TREE_TEXT_DEADLOCKS] = t->deadlocks,
-			[TREE_TEXT_DEADLOCKS_JSON] = t->deadlocks_json,
-			[TREE_TEXT_THREADS_BUSY] = t->threads_busy,
-		};
+		const char *texts[TREE_TEXT_NR];
 		uint64_t key = target_key(b->node, t);
 		char service[256], *labels = agg_labels_text(t);
 		uint32_t period = 0;
@@ -434,6 +425,7 @@ static int put_batch(struct ch_store *s, struct group_rows *g, const WireBatch *
 			free(hashes);
 			return -ENOMEM;
 		}
+		agg_target_texts(t, texts);
 		agg_service_of(t, service, sizeof(service));
 		for (size_t p = 0; p < t->n_profiles; p++)
 			if (!strcmp(t->profiles[p]->type, "cpu"))
@@ -663,6 +655,45 @@ static void merge_cache(struct ch_store *s, struct seen **into, size_t *n, struc
 	}
 }
 
+/* The group's rows but the marks, one INSERT per table, sent together. */
+static int insert_all(struct ch_store *s, struct group_rows *g)
+{
+	const struct { const char *table, *columns; const struct chbuf *rows; } ins[] = {
+		{ "stacks", "seen, hash, names, files, lines, modules, build_ids", &g->stacks },
+		{ "targets", "node, pid, start_time, kernel_boot_id, target, service, comm, exe,"
+		  " cgroup, runtime, labels, state, has_jvm, period_ns, ver, last_seen",
+		  &g->targets },
+		{ "texts", "node, target, kind, ver, seen, body", &g->texts },
+		{ "sys_rows", "node, target, ver, attempt, seen, kind, a, b, addr, holder, stack,"
+		  " count, total_ns, max_ns, hist", &g->sys },
+		{ "samples", "sec, service, type, node, target, stack, count, attempt",
+		  &g->samples },
+		{ "blocking", "node, target, sec, time_ns, dur_us, tid, thread, preempted, state,"
+		  " stack, attempt", &g->blocking },
+	};
+	const size_t max = sizeof(ins) / sizeof(ins[0]);
+	char sql[max][512], why[512];
+	const char *sqls[max];
+	const struct chbuf *bodies[max];
+	size_t n = 0;
+	int err;
+
+	for (size_t i = 0; i < max; i++) {
+		if (ins[i].rows->err)
+			return ins[i].rows->err;
+		if (!ins[i].rows->len)
+			continue;
+		snprintf(sql[n], sizeof(sql[n]), "INSERT INTO %s (%s) FORMAT RowBinary",
+			 ins[i].table, ins[i].columns);
+		sqls[n] = sql[n];
+		bodies[n++] = ins[i].rows;
+	}
+	err = ch_run_all(&s->srv, n, sqls, bodies, why, sizeof(why));
+	if (err)
+		log_error("insert", why);
+	return err == -ENOMEM ? err : err ? -EIO : 0;
+}
+
 static void ch_apply_group(void *ctx, struct agg_job *group)
 {
 	struct ch_store *s = ctx;
@@ -695,25 +726,9 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 			put_mark(&g, j->b, j->now, attempts[i], bord, min_sec, max_sec,
 				 j->r->samples);
 	}
-	/* Everything a batch's readers need, then its mark. */
+	/* Everything a batch's readers need, at once, then its mark. */
 	if (!err)
-		err = ch_insert(s, "stacks", "seen, hash, names, files, lines, modules, build_ids",
-				&g.stacks);
-	if (!err)
-		err = ch_insert(s, "targets", "node, pid, start_time, kernel_boot_id, target,"
-				" service, comm, exe, cgroup, runtime, labels, state, has_jvm,"
-				" period_ns, ver, last_seen", &g.targets);
-	if (!err)
-		err = ch_insert(s, "texts", text_cols, &g.texts);
-	if (!err)
-		err = ch_insert(s, "sys_rows", "node, target, ver, attempt, seen, kind, a, b, addr,"
-				" holder, stack, count, total_ns, max_ns, hist", &g.sys);
-	if (!err)
-		err = ch_insert(s, "samples", "sec, service, type, node, target, stack, count,"
-				" attempt", &g.samples);
-	if (!err)
-		err = ch_insert(s, "blocking", "node, target, sec, time_ns, dur_us, tid, thread,"
-				" preempted, state, stack, attempt", &g.blocking);
+		err = insert_all(s, &g);
 	if (!err)
 		err = ch_insert(s, "batches", "node, boot_id, seq, attempt, marked, received, bord,"
 				" created, min_sec, max_sec, samples, spool_bytes, batches_dropped,"

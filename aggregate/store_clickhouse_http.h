@@ -37,6 +37,11 @@ void chb_printf(struct chbuf *b, const char *fmt, ...) __attribute__((format(pri
 int ch_run(const struct ch_server *srv, const char *sql, const char *settings,
 	   const struct chbuf *body, struct chbuf *out, char *why, size_t why_size);
 
+/* Runs n statements with their bodies at once (inserts into different tables): 0 when every
+ * one succeeded, else the first error with its text in why. */
+int ch_run_all(const struct ch_server *srv, size_t n, const char *const *sqls,
+	       const struct chbuf *const *bodies, char *why, size_t why_size);
+
 /* A SQL string literal of s, quoted and escaped, appended to b. */
 void chb_quote(struct chbuf *b, const char *s);
 

@@ -223,14 +223,7 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 		      int64_t now, const Aperture__Sync__V1__Target *t, const int64_t *hashes,
 		      uint64_t *samples)
 {
-	const char *texts[TREE_TEXT_NR] = {
-		[TREE_TEXT_STATUS] = t->status,
-		[TREE_TEXT_JVM_STATUS] = t->jvm_status,
-		[TREE_TEXT_THREADS_DUMP] = t->threads_dump,
-		[TREE_TEXT_DEADLOCKS] = t->deadlocks,
-		[TREE_TEXT_DEADLOCKS_JSON] = t->deadlocks_json,
-		[TREE_TEXT_THREADS_BUSY] = t->threads_busy,
-	};
+	const char *texts[TREE_TEXT_NR];
 	sqlite3_stmt *st = s->q[Q_TARGET_ADD];
 	int64_t service, id;
 	char service_name[256];
@@ -239,6 +232,7 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 	bool changed;
 	int err;
 
+	agg_target_texts(t, texts);
 	agg_service_of(t, service_name, sizeof(service_name));
 	err = name_id(s, Q_SERVICE_ADD, Q_SERVICE_ID, service_name, &service);
 	if (err)

@@ -1,5 +1,6 @@
 """A real ClickHouse server for tests and benches: Debian's clickhouse-server started on a
-loopback port with a throwaway data directory and a config written here, stopped at the end."""
+loopback port with a throwaway data directory and a config written here, stopped at the end.
+log_queries=True keeps system.query_log (the bench reads where a query's time went)."""
 import shutil
 import signal
 import subprocess
@@ -37,12 +38,18 @@ CONFIG = """<?xml version="1.0"?>
     <default_profile>default</default_profile>
     <default_database>default</default_database>
     <mlock_executable>false</mlock_executable>
+    <query_log>
+        <database>system</database>
+        <table>query_log</table>
+        <flush_interval_milliseconds>500</flush_interval_milliseconds>
+    </query_log>
 </yandex>
 """
 
 USERS = """<?xml version="1.0"?>
 <yandex>
-    <profiles><default><max_memory_usage>4000000000</max_memory_usage></default></profiles>
+    <profiles><default><max_memory_usage>4000000000</max_memory_usage>
+        <log_queries>{log_queries}</log_queries></default></profiles>
     <users>
         <default>
             <password></password>
@@ -59,7 +66,7 @@ USERS = """<?xml version="1.0"?>
 class ClickHouse:
     """clickhouse-server on 127.0.0.1 (HTTP port self.http) with its data in a temp dir."""
 
-    def __init__(self, workdir=None):
+    def __init__(self, workdir=None, log_queries=False):
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="aperture-ch-"))
         self.http = free_port()
         self.tcp = free_port()
@@ -68,7 +75,7 @@ class ClickHouse:
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "config.xml").write_text(CONFIG.format(dir=self.dir, http=self.http,
                                                            tcp=self.tcp))
-        (self.dir / "users.xml").write_text(USERS.format(dir=self.dir))
+        (self.dir / "users.xml").write_text(USERS.format(log_queries=int(log_queries)))
 
     def url(self, db):
         return f"clickhouse://127.0.0.1:{self.http}/{db}"
@@ -106,6 +113,13 @@ class ClickHouse:
                 return r.read().decode()
         except urllib.error.HTTPError as e:
             raise RuntimeError(f"{sql}: {e.code} {e.read().decode(errors='replace')}")
+
+    def query_body(self, sql, data, timeout=300):
+        """An INSERT named in the URL with its rows (text) as the body."""
+        url = f"http://127.0.0.1:{self.http}/?" + urllib.parse.urlencode({"query": sql})
+        req = urllib.request.Request(url, data=data.encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.read().decode()
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
