@@ -301,55 +301,90 @@ static uint64_t stack_hash(const WireBatch *b, const Aperture__Sync__V1__Stack *
 	return h;
 }
 
-/* A batch's place in its node's order: its boot's rank by first arrival, then its seq. */
-static int boot_rank(struct ch_store *s, const WireBatch *b, uint32_t *ord)
+static struct boot_ord *boot_find(struct ch_store *s, const char *node, const char *boot_id)
 {
-	size_t nlen = strlen(b->node), blen = strlen(b->boot_id);
-	struct chbuf sql = {0}, row = {0};
+	size_t nlen = strlen(node), blen = strlen(boot_id);
+	char key[nlen + blen + 2];
 	struct boot_ord *e;
-	struct ch_rows r;
-	int err;
 
-	pthread_mutex_lock(&s->lock);
-	HASH_FIND(hh, s->boots, b->node, nlen + blen + 1, e);
-	if (e && !strcmp(e->key + nlen + 1, b->boot_id))
-		*ord = e->ord;
-	pthread_mutex_unlock(&s->lock);
-	if (e)
-		return 0;
-	/* First arrival: written, then ranked among every boot of the node, so aggregators
-	 * that raced agree once both rows are in. */
-	chb_str(&row, b->node);
-	chb_str(&row, b->boot_id);
-	chb_u64(&row, now_ns());
-	err = ch_insert(s, "boots", "node, boot_id, first", &row);
-	chb_free(&row);
-	if (err)
-		return err;
-	chb_printf(&sql, "SELECT boot_id FROM boots WHERE node = ");
-	chb_quote(&sql, b->node);
-	chb_printf(&sql, " GROUP BY boot_id ORDER BY min(first), boot_id");
-	err = ch_select(s, &sql, &r);
-	chb_free(&sql);
-	if (err)
-		return err;
-	*ord = 0;
-	for (int i = 0; i < r.n; i++)
-		if (!strcmp(jstr(cJSON_GetArrayItem(r.data, i), 0), b->boot_id))
-			*ord = i + 1;
-	rows_free(&r);
-	if (!*ord)
-		return -EIO;
+	memcpy(key, node, nlen + 1);
+	memcpy(key + nlen + 1, boot_id, blen + 1);
+	HASH_FIND(hh, s->boots, key, nlen + blen + 1, e);
+	return e;
+}
+
+static void boot_put(struct ch_store *s, const char *node, const char *boot_id, uint32_t ord)
+{
+	size_t nlen = strlen(node), blen = strlen(boot_id);
+	struct boot_ord *e = boot_find(s, node, boot_id);
+
+	if (e) {
+		e->ord = ord;
+		return;
+	}
 	e = malloc(sizeof(*e) + nlen + blen + 2);
 	if (!e)
-		return 0;
-	e->ord = *ord;
-	memcpy(e->key, b->node, nlen + 1);
-	memcpy(e->key + nlen + 1, b->boot_id, blen + 1);
-	pthread_mutex_lock(&s->lock);
+		return;
+	e->ord = ord;
+	memcpy(e->key, node, nlen + 1);
+	memcpy(e->key + nlen + 1, boot_id, blen + 1);
 	HASH_ADD(hh, s->boots, key, nlen + blen + 1, e);
+}
+
+/* A batch's place in its node's order is its boot's rank by first arrival, then its seq.
+ * Boots this aggregator has not seen are written, then every boot of their nodes ranked,
+ * so aggregators that raced agree once both rows are in. One insert and one select for the
+ * group's new boots. */
+static int rank_boots(struct ch_store *s, struct agg_job *group)
+{
+	struct chbuf rows = {0}, sql = {0};
+	struct ch_rows r;
+	const char *node = NULL;
+	uint32_t ord = 0;
+	size_t n = 0;
+	int err;
+
+	chb_printf(&sql, "SELECT node, boot_id FROM boots WHERE node IN (");
+	pthread_mutex_lock(&s->lock);
+	for (struct agg_job *j = group; j; j = j->next)
+		if (!j->r->duplicate && !boot_find(s, j->b->node, j->b->boot_id)) {
+			chb_str(&rows, j->b->node);
+			chb_str(&rows, j->b->boot_id);
+			chb_u64(&rows, now_ns());
+			chb_printf(&sql, n++ ? ", " : "");
+			chb_quote(&sql, j->b->node);
+		}
 	pthread_mutex_unlock(&s->lock);
+	chb_printf(&sql, ") GROUP BY node, boot_id ORDER BY node, min(first), boot_id");
+	err = n ? ch_insert(s, "boots", "node, boot_id, first", &rows) : 0;
+	if (!err && n)
+		err = ch_select(s, &sql, &r);
+	chb_free(&rows);
+	chb_free(&sql);
+	if (err || !n)
+		return err;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < r.n; i++) {
+		const cJSON *row = cJSON_GetArrayItem(r.data, i);
+
+		ord = node && !strcmp(node, jstr(row, 0)) ? ord + 1 : 1;
+		node = jstr(row, 0);
+		boot_put(s, node, jstr(row, 1), ord);
+	}
+	pthread_mutex_unlock(&s->lock);
+	rows_free(&r);
 	return 0;
+}
+
+static int boot_ord(struct ch_store *s, const WireBatch *b, uint32_t *ord)
+{
+	struct boot_ord *e;
+
+	pthread_mutex_lock(&s->lock);
+	e = boot_find(s, b->node, b->boot_id);
+	*ord = e ? e->ord : 0;
+	pthread_mutex_unlock(&s->lock);
+	return e ? 0 : -EIO;
 }
 
 /* The rows of one group, one body per table. */
@@ -708,6 +743,8 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 		*j->r = (struct agg_apply_result){0};
 	attempts = calloc(n, sizeof(*attempts));
 	err = attempts ? mark_duplicates(s, group) : -ENOMEM;
+	if (!err)
+		err = rank_boots(s, group);
 	i = 0;
 	for (struct agg_job *j = group; !err && j; j = j->next, i++) {
 		uint32_t bord = 0, min_sec, max_sec;
@@ -717,7 +754,7 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 		if (getrandom(&attempts[i], sizeof(attempts[i]), 0) != sizeof(attempts[i]))
 			err = -EIO;
 		if (!err)
-			err = boot_rank(s, j->b, &bord);
+			err = boot_ord(s, j->b, &bord);
 		if (!err)
 			err = put_batch(s, &g, j->b, j->now, attempts[i],
 					(uint64_t)bord << 32 | (uint32_t)j->b->seq, &min_sec,
