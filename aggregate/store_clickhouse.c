@@ -204,8 +204,10 @@ static void log_error(const char *what, const char *why)
 	fprintf(stderr, "aperture: clickhouse store: %s: %s\n", what, why);
 }
 
-/* Runs a SELECT (sql without FORMAT) under the read limits; -EIO with a clear log line. */
-static int ch_select(struct ch_store *s, struct chbuf *sql, struct ch_rows *r)
+/* Runs a SELECT (sql without FORMAT) under the read limits, on srv (its timeout: the
+ * reads' or the applies'); -EIO with a clear log line. */
+static int ch_select_on(struct ch_store *s, const struct ch_server *srv, struct chbuf *sql,
+			struct ch_rows *r)
 {
 	struct chbuf out = {0};
 	char settings[256], why[512];
@@ -219,7 +221,7 @@ static int ch_select(struct ch_store *s, struct chbuf *sql, struct ch_rows *r)
 	snprintf(settings, sizeof(settings), "&max_rows_to_read=%" PRIu64
 		 "&read_overflow_mode=break&max_execution_time=%u&timeout_overflow_mode=break"
 		 "&max_query_size=16777216", s->max_rows, s->max_time_s);
-	err = ch_run(&s->read_srv, sql->data, settings, NULL, &out, why, sizeof(why));
+	err = ch_run(srv, sql->data, settings, NULL, &out, why, sizeof(why));
 	if (err) {
 		log_error("read", why);
 		return err == -ENOMEM ? err : -EIO;
@@ -238,6 +240,11 @@ static int ch_select(struct ch_store *s, struct chbuf *sql, struct ch_rows *r)
 	r->cut = r->rows_read >= s->max_rows ||
 		 cJSON_GetNumberValue(cJSON_GetObjectItem(stats, "elapsed")) >= s->max_time_s;
 	return 0;
+}
+
+static int ch_select(struct ch_store *s, struct chbuf *sql, struct ch_rows *r)
+{
+	return ch_select_on(s, &s->read_srv, sql, r);
 }
 
 /* A statement without an answer (DDL, ALTER), under the write timeout. */
@@ -358,7 +365,7 @@ static int rank_boots(struct ch_store *s, struct agg_job *group)
 	chb_printf(&sql, ") GROUP BY node, boot_id ORDER BY node, min(first), boot_id");
 	err = n ? ch_insert(s, "boots", "node, boot_id, first", &rows) : 0;
 	if (!err && n)
-		err = ch_select(s, &sql, &r);
+		err = ch_select_on(s, &s->srv, &sql, &r);
 	chb_free(&rows);
 	chb_free(&sql);
 	if (err || !n)
@@ -638,7 +645,7 @@ static int mark_duplicates(struct ch_store *s, struct agg_job *group)
 				j->r->duplicate = true;
 	chb_printf(&sql, "SELECT DISTINCT node, boot_id, seq FROM batches WHERE ");
 	batch_ids(&sql, group);
-	err = ch_select(s, &sql, &r);
+	err = ch_select_on(s, &s->srv, &sql, &r);
 	chb_free(&sql);
 	if (err)
 		return err;
@@ -663,7 +670,7 @@ static int check_winners(struct ch_store *s, struct agg_job *group, const uint64
 		   " FROM batches WHERE ");
 	batch_ids(&sql, group);
 	chb_printf(&sql, " GROUP BY node, boot_id, seq");
-	err = ch_select(s, &sql, &r);
+	err = ch_select_on(s, &s->srv, &sql, &r);
 	chb_free(&sql);
 	if (err)
 		return err;

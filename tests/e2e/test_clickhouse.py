@@ -200,3 +200,26 @@ def test_clear_errors_at_start(ch, scratch):
     assert out.returncode == 1 and b"table foreign.samples is not this" in out.stderr, out
     out = start(ch.url("bad-name"))
     assert out.returncode == 1 and b"letters, digits and _" in out.stderr, out
+
+
+def test_clickhouse_stalled_at_insert_then_retried(ch, scratch):
+    """ClickHouse stopped (SIGSTOP) while a batch is applied: past the store's timeout the
+    node gets 503 + Retry-After; whatever the server then finishes of that attempt, the
+    retry leaves the batch counted once."""
+    d = scratch / "stall"
+    d.mkdir()
+    a = Aggregator(d, store=ch.url("stall") + "?timeout=1").start()
+    try:
+        assert a.post(batch("n1", "boot-t", 1, [target(3, {NOW - 9: {A: 2}})]), None)[0] == 200
+        b = encode(batch("n1", "boot-t", 2, [target(3, {NOW - 8: {A: 5}})]))
+        ch.proc.send_signal(signal.SIGSTOP)
+        try:
+            status, data, r = a.request("POST", "/v1/batches", b, None, HEADERS)
+        finally:
+            ch.proc.send_signal(signal.SIGCONT)
+        assert status == 503 and r.getheader("Retry-After"), (status, data)
+        assert a.post(b, None)[0] == 200
+        assert a.post(b, None) == (200, b'{"status":"duplicate"}')
+        assert folded(a.get("/nodes/n1/targets/3/cpu.folded", None)[1]) == {"app;main;work": 7}
+    finally:
+        a.stop()
