@@ -16,7 +16,7 @@
 
     sudo bench/clickhouse.py
 Environment: NODES_Q (100), STACKS_PER_S (distinct stacks per target-second, 20), REPS (20),
-CONNS (16), AGG_THREADS (each aggregator's --threads, 16: as many as clients, so batches
+INGEST_NODES (100,1000), CONNS (16), AGG_THREADS (each aggregator's --threads, 16: as many as clients, so batches
 arriving together can share a group), SKIP (parts to skip: ingest,query,scale).
 """
 import http.client
@@ -42,6 +42,7 @@ STACKS_PER_S = int(os.environ.get("STACKS_PER_S", 20))
 REPS = int(os.environ.get("REPS", 20))
 AGG_THREADS = os.environ.get("AGG_THREADS", "16")
 SKIP = set(os.environ.get("SKIP", "").split(","))
+INGEST_NODES = [int(n) for n in os.environ.get("INGEST_NODES", "100,1000").split(",")]
 TARGETS = 2
 BATCHES = 3000
 
@@ -223,8 +224,9 @@ def main():
         ch = ClickHouse(Path(tmp) / "clickhouse", log_queries=True).start()
         try:
             if "ingest" not in SKIP:
-                results["ingest"] = [ingest(ch, tmp, 100, stacks, ("sqlite", "clickhouse")),
-                                     ingest(ch, tmp, 1000, stacks, ("clickhouse", "sqlite"))]
+                orders = [("sqlite", "clickhouse"), ("clickhouse", "sqlite")]
+                results["ingest"] = [ingest(ch, tmp, n, stacks, orders[i % 2])
+                                     for i, n in enumerate(INGEST_NODES)]
                 for r in results["ingest"]:
                     print(json.dumps(r))
             if "query" not in SKIP:
