@@ -13,6 +13,7 @@
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
 #include "symbols/symbols.h"
+#include "sync/client.h"
 
 int64_t aperture_now(void)
 {
@@ -102,6 +103,9 @@ static void *loop_main(void *arg)
 		if (a->loop_stop)
 			break;
 		pthread_mutex_unlock(&a->loop_lock);
+		/* Every drain below adds to this second or a later one. */
+		int64_t started = aperture_now();
+
 		if (a->cpu) {
 			err = cpu_collector_drain(a->cpu, aperture_now());
 			if (err)
@@ -121,6 +125,7 @@ static void *loop_main(void *arg)
 				aperture_set_error(a, "draining system calls: %s", strerror(-err));
 		}
 		targets_tick(a->targets, aperture_now());
+		atomic_store(&a->drained_until, started);
 		pthread_mutex_lock(&a->loop_lock);
 	}
 	pthread_mutex_unlock(&a->loop_lock);
@@ -271,6 +276,8 @@ int aperture_status(struct aperture *a, FILE *out)
 	aperture_sys_status(a, out);
 	aperture_jvm_status(a, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
+	fprintf(out, "store_bytes: %zu\n", profile_store_bytes());
+	sync_client_status(a->sync, out);
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");
 	pthread_mutex_unlock(&a->error_lock);

@@ -18,6 +18,7 @@ struct hsperf_watch;
 struct offcpu_collector;
 struct sys_collector;
 struct targets;
+struct sync_client;
 
 struct aperture {
 	int64_t started;          /* unix seconds */
@@ -36,6 +37,11 @@ struct aperture {
 	char jvm_watch_error[256];
 	struct offcpu_collector *offcpu; /* NULL when unavailable; offcpu_error says why */
 	char offcpu_error[256];
+
+	struct sync_client *sync;  /* remote sync (config/sync); NULL in a daemon without it */
+	/* The loop's drains are done with every second before this one: no collector adds to
+	 * them any more (but the JVM's late Java frames, see sync/client.c). */
+	_Atomic int64_t drained_until;
 
 	pthread_mutex_t error_lock;
 	char last_error[256];     /* of the daemon-wide files (config/) */

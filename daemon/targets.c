@@ -16,6 +16,7 @@
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "store/thread_cpu.h"
+#include "symbols/procmaps.h"
 
 struct target {
 	pid_t pid;
@@ -336,6 +337,11 @@ static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint
 			target_error(t, "enable: cpu collector: %s", why);
 			return err;
 		}
+		/* Mappings we may not read: profiled all the same, as perf does, unnamed. */
+		err = procmaps_check_access(t->pid);
+		if (err)
+			target_error(t, "enable: /proc/%d/maps: %s (ptrace read access refused): "
+				     "frames are [unknown]", (int)t->pid, strerror(-err));
 		/* Off-CPU collection is extra: without it, cpu profiling still goes on and status
 		 * says why it is missing. */
 		if (a->offcpu && !offcpu_collector_add(a->offcpu, t->pid,
@@ -868,4 +874,57 @@ void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited)
 		*exited += t->state == TARGET_EXITED;
 	}
 	pthread_mutex_unlock(&ts->lock);
+}
+
+static int cmp_record_pid(const void *a, const void *b)
+{
+	return cmp_pid(&((const struct target_record *)a)->pid,
+		       &((const struct target_record *)b)->pid);
+}
+
+int targets_records(struct targets *ts, struct target_record **out, size_t *n)
+{
+	struct target_record *r;
+	struct target *t, *tmp;
+	size_t len = 0;
+
+	pthread_mutex_lock(&ts->lock);
+	r = calloc(HASH_COUNT(ts->by_pid) + 1, sizeof(*r));
+	if (!r) {
+		pthread_mutex_unlock(&ts->lock);
+		return -ENOMEM;
+	}
+	HASH_ITER(hh, ts->by_pid, t, tmp) {
+		bool collected = false;
+
+		for (int i = 0; i < TARGET_PROFILE_NR; i++)
+			collected = collected || t->profiles[i];
+		if (!collected)
+			continue;
+		r[len] = (struct target_record){
+			.pid = t->pid, .start_time = t->id.start_time, .state = t->state,
+			.state_name = state_names[t->state], .jvm = t->jvm,
+			.blocking = t->blocking ? blocking_log_ref(t->blocking) : NULL,
+			.sys = t->sys ? sys_table_ref(t->sys) : NULL };
+		memcpy(r[len].comm, t->id.comm, sizeof(r[len].comm));
+		for (int i = 0; i < TARGET_PROFILE_NR; i++)
+			r[len].profiles[i] = t->profiles[i] ? profile_ref(t->profiles[i]) : NULL;
+		len++;
+	}
+	pthread_mutex_unlock(&ts->lock);
+	qsort(r, len, sizeof(*r), cmp_record_pid);
+	*out = r;
+	*n = len;
+	return 0;
+}
+
+void targets_records_free(struct target_record *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		for (int j = 0; j < TARGET_PROFILE_NR; j++)
+			profile_unref(r[i].profiles[j]);
+		blocking_log_unref(r[i].blocking);
+		sys_table_unref(r[i].sys);
+	}
+	free(r);
 }
