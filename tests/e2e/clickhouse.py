@@ -66,11 +66,14 @@ USERS = """<?xml version="1.0"?>
 class ClickHouse:
     """clickhouse-server on 127.0.0.1 (HTTP port self.http) with its data in a temp dir."""
 
-    def __init__(self, workdir=None, log_queries=False):
+    def __init__(self, workdir=None, log_queries=False, prefix=()):
+        """prefix: a command the server and its queries run under (nsenter --net=...), for
+        an aggregator in a network namespace of its own."""
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="aperture-ch-"))
         self.http = free_port()
         self.tcp = free_port()
         self.proc = None
+        self.prefix = list(prefix)
         for sub in ("log", "data", "tmp", "user_files", "format_schemas"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "config.xml").write_text(CONFIG.format(dir=self.dir, http=self.http,
@@ -81,7 +84,8 @@ class ClickHouse:
         return f"clickhouse://127.0.0.1:{self.http}/{db}"
 
     def start(self, timeout=60):
-        self.proc = subprocess.Popen([SERVER, f"--config-file={self.dir / 'config.xml'}"],
+        self.proc = subprocess.Popen(self.prefix + [SERVER,
+                                                    f"--config-file={self.dir / 'config.xml'}"],
                                      cwd=self.dir, stdout=subprocess.DEVNULL,
                                      stderr=open(self.dir / "log" / "stderr", "ab"))
         deadline = time.monotonic() + timeout
@@ -107,6 +111,12 @@ class ClickHouse:
     def query(self, sql, timeout=30):
         """The answer to sql as text (TabSeparated); raises on an HTTP error."""
         url = f"http://127.0.0.1:{self.http}/?" + urllib.parse.urlencode({"query": sql})
+        if self.prefix:
+            out = subprocess.run(self.prefix + ["curl", "-sS", "-f", "-m", str(timeout), "-d",
+                                                "", url], capture_output=True)
+            if out.returncode:
+                raise OSError(f"{sql}: {out.stderr.decode(errors='replace')}")
+            return out.stdout.decode()
         req = urllib.request.Request(url, data=b"", method="POST")
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
