@@ -686,7 +686,7 @@ static int check_winners(struct ch_store *s, struct agg_job *group, const uint64
 	return 0;
 }
 
-static void merge_cache(struct ch_store *s, struct seen **into, size_t *n, struct seen **from)
+static void merge_cache(struct seen **into, size_t *n, struct seen **from)
 {
 	struct seen *e, *tmp;
 
@@ -743,7 +743,6 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 	struct chbuf dup = {0};
 	uint64_t *attempts;
 	size_t n = 0, i;
-	size_t dummy = 0;
 	int err;
 
 	for (struct agg_job *j = group; j; j = j->next, n++)
@@ -790,12 +789,12 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 		err = ch_insert(s, "duplicates", "node, at", &dup);
 	pthread_mutex_lock(&s->lock);
 	if (!err) {
-		merge_cache(s, &s->stacks, &s->nstacks, &g.new_stacks);
-		merge_cache(s, &s->texts, &s->ntexts, &g.new_texts);
+		merge_cache(&s->stacks, &s->nstacks, &g.new_stacks);
+		merge_cache(&s->texts, &s->ntexts, &g.new_texts);
 	}
 	pthread_mutex_unlock(&s->lock);
-	seen_clear(&g.new_stacks, &dummy);
-	seen_clear(&g.new_texts, &dummy);
+	seen_clear(&g.new_stacks, &g.n_new_stacks);
+	seen_clear(&g.new_texts, &g.n_new_texts);
 	for (struct agg_job *j = group; j; j = j->next)
 		j->err = err;
 	chb_free(&g.stacks);
