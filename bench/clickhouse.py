@@ -32,9 +32,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
-from aggregate import record_profile, seconds_of, INTERVAL_S  # noqa: E402
+from aggregate import fleet_bodies, record_profile  # noqa: E402
 from clickhouse import ClickHouse  # noqa: E402
-from fleet import Aggregator, batch, encode, HEADERS  # noqa: E402
+from fleet import Aggregator, HEADERS  # noqa: E402
 
 CONNS = int(os.environ.get("CONNS", 16))
 NODES_Q = int(os.environ.get("NODES_Q", 100))
@@ -48,19 +48,7 @@ BATCHES = 3000
 
 
 def make_bodies(nodes, stacks):
-    rounds = max(1, BATCHES // nodes)
-    start = int(time.time()) - rounds * INTERVAL_S - 5
-    bodies, samples = [], 0
-    for r in range(rounds):
-        for i in range(nodes):
-            targets = [dict(pid=1000 + t, comm=f"svc{t}", labels={"service": f"svc{t}"},
-                            profiles={"cpu": seconds_of(stacks, start + r * INTERVAL_S)})
-                       for t in range(TARGETS)]
-            b = batch(f"node{i}", f"{i:032x}", r + 1, targets)
-            samples += sum(c for t in b.targets for p in t.profiles for s in p.seconds
-                           for c in s.counts)
-            bodies.append((i, encode(b)))
-    return bodies, samples
+    return fleet_bodies(nodes, max(1, BATCHES // nodes), stacks, TARGETS)
 
 
 def post_all(aggs, bodies):
@@ -181,9 +169,9 @@ def query(ch, tmp, stacks):
     time.sleep(1.5)  # query_log flushes every 0.5 s
     log = ch.query("SELECT substring(query, 1, 22), quantileExact(0.5)(query_duration_ms),"
                    " max(read_rows), max(memory_usage) FROM system.query_log WHERE type = 2"
-                   f" AND query LIKE 'SELECT % FORMAT JSONCompact' AND event_time >="
-                   f" now() - 600 AND (query LIKE '%samples%svc0%' OR query LIKE"
-                   f" '%FROM stacks WHERE hash IN%') GROUP BY substring(query, 1, 22)")
+                   " AND query LIKE 'SELECT % FORMAT JSONCompact' AND event_time >="
+                   " now() - 600 AND (query LIKE '%samples%svc0%' OR query LIKE"
+                   " '%FROM stacks WHERE hash IN%') GROUP BY substring(query, 1, 22)")
     parts = {}
     for line in log.strip().splitlines():
         name, ms, read, mem = line.split("\t")
