@@ -78,7 +78,7 @@ def test_clickhouse_killed_mid_ingest_totals_exact(ch, scratch):
             time.sleep(0.01)
         ch.stop(signal.SIGKILL)
         down = a.get("/services/svc/cpu.folded", None)
-        assert down[0] == 503, down
+        assert down[0] == 503 and b"the store failed" in down[1], down
         assert "store_error: " in a.get("/status", None)[1].decode()
         time.sleep(1)
         ch.start()
