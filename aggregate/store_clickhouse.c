@@ -18,6 +18,7 @@
  *
  * Retention drops whole day partitions; reads never look before the retention's start. */
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -1426,6 +1427,7 @@ static void ch_close(struct agg_store *as)
 	agg_group_fini(&s->group);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+	curl_global_cleanup();
 }
 
 static const struct agg_store_ops ch_ops = {
@@ -1595,6 +1597,8 @@ int agg_store_open_clickhouse(const char *url, struct agg_store **out, char *why
 
 	if (!s)
 		return -ENOMEM;
+	/* Before any thread makes a request: libcurl's global state, counted per call. */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
 	s->base.ops = &ch_ops;
 	snprintf(s->base.url, sizeof(s->base.url), "%s", url);
 	pthread_mutex_init(&s->lock, NULL);
