@@ -52,78 +52,52 @@ static void print_histogram(FILE *out, const char *name, const char *help,
 		atomic_load(&h->count));
 }
 
-struct usage {
-	FILE *rows, *bytes;
-};
-
-static int usage_add(void *ctx, const char *table, uint64_t rows, uint64_t bytes)
-{
-	struct usage *u = ctx;
-
-	fprintf(u->rows, "aperture_aggregate_store_rows{table=\"%s\"} %" PRIu64 "\n", table,
-		rows);
-	fprintf(u->bytes, "aperture_aggregate_store_bytes{table=\"%s\"} %" PRIu64 "\n", table,
-		bytes);
-	return 0;
-}
-
-/* The store's size: reading it costs a pass over every page, so a scrape reuses the text of
- * the last AGG_USAGE_EVERY_S seconds. */
+/* The store's tables: reading them costs a pass over every page, so a scrape reuses the
+ * text of the last AGG_USAGE_EVERY_S seconds. */
 static int print_usage(struct aggregator *g, FILE *out)
 {
+	struct agg_store_table t[32];
 	int64_t now = time(NULL), oldest = 0;
-	char *rows = NULL, *bytes = NULL;
-	size_t rl = 0, bl = 0;
-	struct usage u;
+	size_t n = 0, len = 0;
+	char *text = NULL;
 	int err = 0;
 
-	if (!g->store->ops->usage)
+	if (!g->store->ops->stats)
 		return 0;
 	pthread_mutex_lock(&g->usage_lock);
 	if (!g->usage_text || now - g->usage_at >= AGG_USAGE_EVERY_S) {
-		char *text = NULL;
-		size_t tl = 0;
-		FILE *t = open_memstream(&text, &tl);
+		int64_t start = agg_clock_ns();
+		FILE *f;
 
-		u.rows = open_memstream(&rows, &rl);
-		u.bytes = open_memstream(&bytes, &bl);
-		if (!t || !u.rows || !u.bytes) {
-			err = -ENOMEM;
-		} else {
-			int64_t start = agg_clock_ns();
-
-			err = g->store->ops->usage(g->store, usage_add, &u, &oldest);
-			agg_latency_observe(&g->store_query, start);
-		}
-		if (u.rows)
-			fclose(u.rows);
-		if (u.bytes)
-			fclose(u.bytes);
-		if (!err) {
-			prom_family(t, "aperture_aggregate_store_rows", "gauge",
-				     "Rows in each table of the store.");
-			fputs(rows, t);
-			prom_family(t, "aperture_aggregate_store_bytes", "gauge",
-				     "Bytes of each table of the store, with its indexes.");
-			fputs(bytes, t);
-			prom_family(t, "aperture_aggregate_oldest_batch_timestamp_seconds", "gauge",
-				     "When the oldest batch the store keeps was received (0: none).");
-			fprintf(t, "aperture_aggregate_oldest_batch_timestamp_seconds %" PRId64
-				"\n", oldest);
-		} else {
+		err = g->store->ops->stats(g->store, t, 32, &n);
+		agg_latency_observe(&g->store_query, start);
+		f = err ? NULL : open_memstream(&text, &len);
+		if (err)
 			atomic_fetch_add(&g->store_query_errors, 1);
-		}
-		if (t)
-			fclose(t);
-		if (!err) {
+		else if (!f)
+			err = -ENOMEM;
+		if (f) {
+			prom_family(f, "aperture_aggregate_store_rows", "gauge",
+				    "Rows in each table of the store.");
+			for (size_t i = 0; i < n; i++)
+				fprintf(f, "aperture_aggregate_store_rows{table=\"%s\"} %" PRIu64
+					"\n", t[i].name, t[i].rows);
+			prom_family(f, "aperture_aggregate_store_bytes", "gauge",
+				    "Bytes of each table of the store, with its indexes.");
+			for (size_t i = 0; i < n; i++) {
+				fprintf(f, "aperture_aggregate_store_bytes{table=\"%s\"} %" PRIu64
+					"\n", t[i].name, t[i].bytes);
+				if (t[i].oldest && (!oldest || t[i].oldest < oldest))
+					oldest = t[i].oldest;
+			}
+			prom_value(f, "aperture_aggregate_oldest_row_timestamp_seconds", "gauge",
+				   "When the oldest row the store keeps was written (0: none).",
+				   oldest);
+			fclose(f);
 			free(g->usage_text);
 			g->usage_text = text;
 			g->usage_at = now;
-		} else {
-			free(text);
 		}
-		free(rows);
-		free(bytes);
 	}
 	if (g->usage_text)
 		fputs(g->usage_text, out);

@@ -185,48 +185,42 @@ static int sqlite_retain(struct agg_store *as, int64_t before)
 	return err;
 }
 /* Rows by COUNT(*) and bytes from dbstat (pages of the table and its indexes): both read
- * every page, so metrics.c calls this at most every AGG_USAGE_EVERY_S. */
-static int sqlite_usage(struct agg_store *as,
-			int (*add)(void *ctx, const char *table, uint64_t rows, uint64_t bytes),
-			void *ctx, int64_t *oldest_unix)
+ * every page, so metrics.c asks at most every 30 s. The oldest: batches, by arrival. */
+static int sqlite_stats(struct agg_store *as, struct agg_store_table *out, size_t max,
+			size_t *n)
 {
 	static const char *const tables[] = { "nodes", "boots", "batches", "services", "targets",
 					      "frames", "stacks", "samples", "samples_min", "texts",
 					      "sys_rows", "blocking" };
 	struct sqlite_store *s = sqlite_of(as);
 	sqlite3_stmt *st;
-	char sql[256];
+	char sql[320];
 	int err = 0;
 
+	*n = 0;
 	pthread_mutex_lock(&s->rlock);
-	for (size_t i = 0; !err && i < sizeof(tables) / sizeof(tables[0]); i++) {
-		uint64_t rows = 0, bytes = 0;
+	for (size_t i = 0; !err && i < sizeof(tables) / sizeof(tables[0]) && *n < max; i++) {
+		struct agg_store_table *t = &out[(*n)++];
 
 		snprintf(sql, sizeof(sql), "SELECT (SELECT COUNT(*) FROM %s), (SELECT"
 			 " COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name = '%s' OR name IN"
 			 " (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name ="
-			 " '%s'))", tables[i], tables[i], tables[i]);
-		err = sqlite3_prepare_v2(s->r, sql, -1, &st, NULL) == SQLITE_OK ? 0 : -EIO;
-		if (err)
+			 " '%s')), %s", tables[i], tables[i], tables[i],
+			 strcmp(tables[i], "batches") ? "0" :
+			 "(SELECT COALESCE(MIN(received), 0) FROM batches)");
+		*t = (struct agg_store_table){0};
+		snprintf(t->name, sizeof(t->name), "%s", tables[i]);
+		if (sqlite3_prepare_v2(s->r, sql, -1, &st, NULL) != SQLITE_OK) {
+			err = -EIO;
 			break;
+		}
 		if (sqlite3_step(st) == SQLITE_ROW) {
-			rows = sqlite3_column_int64(st, 0);
-			bytes = sqlite3_column_int64(st, 1);
+			t->rows = sqlite3_column_int64(st, 0);
+			t->bytes = sqlite3_column_int64(st, 1);
+			t->oldest = sqlite3_column_int64(st, 2);
 		} else {
 			err = -EIO;
 		}
-		sqlite3_finalize(st);
-		if (!err)
-			err = add(ctx, tables[i], rows, bytes);
-	}
-	if (!err)
-		err = sqlite3_prepare_v2(s->r, "SELECT COALESCE(MIN(received), 0) FROM batches",
-					 -1, &st, NULL) == SQLITE_OK ? 0 : -EIO;
-	if (!err) {
-		if (sqlite3_step(st) == SQLITE_ROW)
-			*oldest_unix = sqlite3_column_int64(st, 0);
-		else
-			err = -EIO;
 		sqlite3_finalize(st);
 	}
 	pthread_mutex_unlock(&s->rlock);
@@ -246,8 +240,7 @@ static void sqlite_close(struct agg_store *as)
 	sqlite3_close(s->r);
 	pthread_mutex_destroy(&s->wlock);
 	pthread_mutex_destroy(&s->rlock);
-	pthread_mutex_destroy(&s->qlock);
-	pthread_cond_destroy(&s->group_done);
+	agg_group_fini(&s->group);
 	free(s);
 }
 
@@ -265,7 +258,7 @@ static const struct agg_store_ops sqlite_ops = {
 	.node_status = sqlite_node_status,
 	.retain = sqlite_retain,
 	.totals = sqlite_totals,
-	.usage = sqlite_usage,
+	.stats = sqlite_stats,
 	.close = sqlite_close,
 };
 
@@ -291,9 +284,7 @@ static int sqlite_open(const char *path, struct agg_store **out, char *why, size
 	snprintf(s->base.url, sizeof(s->base.url), "sqlite:%s", path);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->rlock, NULL);
-	pthread_mutex_init(&s->qlock, NULL);
-	pthread_cond_init(&s->group_done, NULL);
-	s->queue_tail = &s->queue;
+	agg_group_init(&s->group, GROUP_MAX, sqlite_apply_group, s);
 	err = open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->w, why, why_size);
 	/* FULL: a batch acknowledged is on disk, or the node would drop what we then lose. */
 	if (!err && (exec(s->w, schema) || exec(s->w, "PRAGMA synchronous=FULL"))) {
@@ -320,8 +311,11 @@ int agg_store_open(const char *url, struct agg_store **out, char *why, size_t wh
 {
 	if (!strncmp(url, "sqlite:", 7))
 		return sqlite_open(url + 7, out, why, why_size);
+	if (!strncmp(url, "clickhouse://", 13))
+		return agg_store_open_clickhouse(url, out, why, why_size);
 	if (strstr(url, "://")) {
-		snprintf(why, why_size, "%s: unknown store (sqlite:PATH is)", url);
+		snprintf(why, why_size, "%s: unknown store (sqlite:PATH and"
+			 " clickhouse://HOST:PORT/DB are)", url);
 		return -EINVAL;
 	}
 	return sqlite_open(url, out, why, why_size);
