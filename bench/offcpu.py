@@ -208,13 +208,13 @@ def main():
     errors = {}
     try:
         for r in range(args.pairs):
-            for t in tracers:
+            for k, t in enumerate(tracers):
                 if t.name in errors:
                     continue
                 try:
                     runs = [None, t] if r % 2 == 0 else [t, None]
-                    recs = [run_once(argv, x, tmp, f"{r}-{i}") for i, x in enumerate(runs)]
-                except RuntimeError as e:
+                    recs = [run_once(argv, x, tmp, f"{r}-{k}-{i}") for i, x in enumerate(runs)]
+                except (RuntimeError, OSError) as e:
                     errors[t.name] = str(e).strip().splitlines()[-1]
                     continue
                 base, prof = recs if r % 2 == 0 else recs[::-1]
