@@ -15,6 +15,7 @@
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "symbols/symbols.h"
+#include "sync/client.h"
 
 /* Every collector, in the order they attach. A new one is a line here. */
 static const struct collector_ops *const collector_list[APERTURE_COLLECTORS] = {
@@ -206,8 +207,12 @@ static void *loop_main(void *arg)
 		if (a->loop_stop)
 			break;
 		pthread_mutex_unlock(&a->loop_lock);
+		/* Every drain below adds to this second or a later one. */
+		int64_t started = aperture_now();
+
 		aperture_drain(a, aperture_now());
 		targets_tick(a->targets, aperture_now());
+		atomic_store(&a->drained_until, started);
 		pthread_mutex_lock(&a->loop_lock);
 	}
 	pthread_mutex_unlock(&a->loop_lock);
@@ -303,6 +308,8 @@ int aperture_status(struct aperture *a, FILE *out)
 	}
 	aperture_jvm_status(a, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
+	fprintf(out, "store_bytes: %zu\n", profile_store_bytes());
+	sync_client_status(a->sync, out);
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");
 	pthread_mutex_unlock(&a->error_lock);

@@ -19,6 +19,7 @@ struct hsperf_watch;
 struct offcpu_collector;
 struct sys_collector;
 struct targets;
+struct sync_client;
 
 /* The collectors, in the order they attach (cpu first: offcpu and jvm name through it); they
  * detach in the reverse order. */
@@ -49,6 +50,11 @@ struct aperture {
 	struct targets *targets;
 	struct hsperf_watch *jvm_watch; /* NULL when unavailable; jvm_watch_error says why */
 	char jvm_watch_error[256];
+
+	struct sync_client *sync;  /* remote sync (config/sync); NULL in a daemon without it */
+	/* The loop's drains are done with every second before this one: no collector adds to
+	 * them any more (but the JVM's late Java frames, see sync/client.c). */
+	_Atomic int64_t drained_until;
 
 	pthread_mutex_t error_lock;
 	char last_error[256];     /* of the daemon-wide files (config/) */

@@ -5,19 +5,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include "daemon/aggregate_cmd.h"
 #include "daemon/aperture.h"
 #include "daemon/render_cmd.h"
 #include "fs/fs.h"
 #include "daemon/record_cmd.h"
+#include "sync/client.h"
 
 #define DEFAULT_MOUNTPOINT "/aperture"
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: aperture mount [--foreground] [--allow-other] [MOUNTPOINT]\n"
+		"Usage: aperture mount [--foreground] [--allow-other] [--sync URL] [--node NAME]\n"
+		"                      [--token-file FILE] [--sync-ca FILE] [--spool-dir DIR]\n"
+		"                      [MOUNTPOINT]\n"
 		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
 		"       aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
+		"       aperture aggregate [--listen ADDR:PORT] [--store URL] [--tokens FILE] ...\n"
+		"       aperture fetch [--token-file F] URL [PATH]\n"
 		"       aperture --help | --version\n"
 		"\n"
 		"Mounts the profiling tree at MOUNTPOINT (default " DEFAULT_MOUNTPOINT ").\n"
@@ -25,6 +31,11 @@ static void usage(FILE *out)
 		"\n"
 		"  -f, --foreground   stay in the foreground (for systemd and containers)\n"
 		"  -a, --allow-other  let other users in; each sees only its own processes\n"
+		"  --sync URL         push every profile to the aggregator at URL (config/sync)\n"
+		"  --node NAME        this node's name there (default: the host name)\n"
+		"  --token-file FILE  the bearer token the aggregator gave this node\n"
+		"  --sync-ca FILE     trust this CA for an https:// aggregator\n"
+		"  --spool-dir DIR    unacknowledged batches (default " SYNC_SPOOL_ROOT "/NAME)\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      version and library versions\n"
 		"\n"
@@ -50,10 +61,18 @@ static int cmd_mount(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "allow-other", no_argument, NULL, 'a' },
+		{ "sync", required_argument, NULL, 'S' },
+		{ "node", required_argument, NULL, 'N' },
+		{ "token-file", required_argument, NULL, 'T' },
+		{ "sync-ca", required_argument, NULL, 'C' },
+		{ "spool-dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct fs_options opt = { .mountpoint = DEFAULT_MOUNTPOINT };
+	struct sync_options so = {0};
+	const char *sync_url = NULL;
+	char why[512];
 	struct aperture a;
 	struct fs *fs = NULL;
 	int c, err;
@@ -62,6 +81,11 @@ static int cmd_mount(int argc, char **argv)
 		switch (c) {
 		case 'f': opt.foreground = true; break;
 		case 'a': opt.allow_other = true; break;
+		case 'S': sync_url = optarg; break;
+		case 'N': so.node = optarg; break;
+		case 'T': so.token_file = optarg; break;
+		case 'C': so.ca_file = optarg; break;
+		case 'D': so.spool_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -80,6 +104,16 @@ static int cmd_mount(int argc, char **argv)
 	}
 	if (!a.cpu)
 		fprintf(stderr, "aperture: cpu profiling unavailable: %s\n", a.cpu_error);
+	err = sync_url ? config_write(&a, CONFIG_SYNC, sync_url, strlen(sync_url)) : 0;
+	if (err) {
+		fprintf(stderr, "aperture: --sync: %s\n", a.last_error);
+		goto out;
+	}
+	err = sync_client_new(&a, &so, &a.sync, why, sizeof(why));
+	if (err) {
+		fprintf(stderr, "aperture: %s\n", why);
+		goto out;
+	}
 	err = fs_mount(&a, &opt, &fs);
 	if (err) {
 		fprintf(stderr, "aperture: mounting %s: %s%s\n", opt.mountpoint, strerror(-err),
@@ -89,6 +123,9 @@ static int cmd_mount(int argc, char **argv)
 	err = fs_daemonize(&opt);
 	if (!err)
 		err = aperture_start(&a);
+	/* After any fork: the threads must live in the daemon. */
+	if (!err)
+		err = sync_client_start(a.sync);
 	if (!err)
 		err = fs_serve(fs);
 	if (err)
@@ -96,6 +133,9 @@ static int cmd_mount(int argc, char **argv)
 	aperture_stop(&a);
 	fs_unmount(fs);
 out:
+	/* Before the targets it reads go. */
+	sync_client_free(a.sync);
+	a.sync = NULL;
 	aperture_fini(&a);
 	return err ? 1 : 0;
 }
@@ -110,6 +150,10 @@ int main(int argc, char **argv)
 		raise_fd_limit();
 		return record_main(argc - 1, argv + 1);
 	}
+	if (argc >= 2 && !strcmp(argv[1], "aggregate"))
+		return aggregate_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "fetch"))
+		return fetch_main(argc - 1, argv + 1);
 	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
 		return fs_version(stdout) ? 1 : 0;
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {

@@ -13,6 +13,7 @@
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "store/thread_cpu.h"
+#include "symbols/procmaps.h"
 
 struct target {
 	pid_t pid;
@@ -516,6 +517,11 @@ static int enable_locked(struct targets *ts, struct target *t, uint64_t duration
 	t->expires = duration ? now + (int64_t)duration : 0;
 	/* Like the profiles, the threads' history runs from the enable or a reset. */
 	thread_cpu_sample_locked(t, true);
+	/* Mappings we may not read: profiled all the same, as perf does, unnamed. */
+	err = procmaps_check_access(t->pid);
+	if (err)
+		target_error(t, "enable: /proc/%d/maps: %s (ptrace read access refused): "
+			     "frames are [unknown]", (int)t->pid, strerror(-err));
 	return 0;
 }
 
@@ -897,14 +903,15 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	fprintf(out, "collectors: ");
 	aperture_collectors_print(collectors_of(ts, t), out);
 	print_collectors(a, t, out);
-	if (t) {
+	if (t)
 		collector_target_of(t, &none, t->jvm, &ct);
-		for (int i = 0; i < APERTURE_COLLECTORS; i++) {
-			struct aperture_collector *c = &a->collectors[i];
+	else
+		ct = (struct collector_target){ .pid = pid };
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
 
-			if (c->self && c->ops->target_status)
-				c->ops->target_status(c->self, &ct, t->attached & 1u << i, out);
-		}
+		if (c->self && c->ops->target_status)
+			c->ops->target_status(c->self, &ct, t && t->attached & 1u << i, out);
 	}
 	if (t && t->profiles[TARGET_PROFILE_CPU]) {
 		struct profile_snapshot *snap;
@@ -1143,4 +1150,57 @@ void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited)
 		*exited += t->state == TARGET_EXITED;
 	}
 	pthread_mutex_unlock(&ts->lock);
+}
+
+static int cmp_record_pid(const void *a, const void *b)
+{
+	return cmp_pid(&((const struct target_record *)a)->pid,
+		       &((const struct target_record *)b)->pid);
+}
+
+int targets_records(struct targets *ts, struct target_record **out, size_t *n)
+{
+	struct target_record *r;
+	struct target *t, *tmp;
+	size_t len = 0;
+
+	pthread_mutex_lock(&ts->lock);
+	r = calloc(HASH_COUNT(ts->by_pid) + 1, sizeof(*r));
+	if (!r) {
+		pthread_mutex_unlock(&ts->lock);
+		return -ENOMEM;
+	}
+	HASH_ITER(hh, ts->by_pid, t, tmp) {
+		bool collected = false;
+
+		for (int i = 0; i < TARGET_PROFILE_NR; i++)
+			collected = collected || t->profiles[i];
+		if (!collected)
+			continue;
+		r[len] = (struct target_record){
+			.pid = t->pid, .start_time = t->id.start_time, .state = t->state,
+			.state_name = state_names[t->state], .jvm = t->jvm,
+			.blocking = t->blocking ? blocking_log_ref(t->blocking) : NULL,
+			.sys = t->sys ? sys_table_ref(t->sys) : NULL };
+		memcpy(r[len].comm, t->id.comm, sizeof(r[len].comm));
+		for (int i = 0; i < TARGET_PROFILE_NR; i++)
+			r[len].profiles[i] = t->profiles[i] ? profile_ref(t->profiles[i]) : NULL;
+		len++;
+	}
+	pthread_mutex_unlock(&ts->lock);
+	qsort(r, len, sizeof(*r), cmp_record_pid);
+	*out = r;
+	*n = len;
+	return 0;
+}
+
+void targets_records_free(struct target_record *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		for (int j = 0; j < TARGET_PROFILE_NR; j++)
+			profile_unref(r[i].profiles[j]);
+		blocking_log_unref(r[i].blocking);
+		sys_table_unref(r[i].sys);
+	}
+	free(r);
 }

@@ -104,4 +104,23 @@ int targets_threads_busy(struct targets *ts, pid_t pid, struct thread_list *l);
 
 void targets_count(struct targets *ts, unsigned *enabled, unsigned *exited);
 
+/* A record as remote sync reads it: who the process is and what it collected. */
+struct target_record {
+	pid_t pid;
+	uint64_t start_time;     /* with pid, the process incarnation */
+	char comm[16];
+	enum target_state state;
+	const char *state_name;  /* "enabled", ... as status says */
+	bool jvm;
+	/* Referenced; NULL for what it never collected. */
+	struct profile *profiles[TARGET_PROFILE_NR];
+	struct blocking_log *blocking;
+	struct sys_table *sys;
+};
+
+/* Every record that collected (has a profile), by pid ascending. Free with
+ * targets_records_free. 0 or -ENOMEM. */
+int targets_records(struct targets *ts, struct target_record **out, size_t *n);
+void targets_records_free(struct target_record *r, size_t n);
+
 #endif

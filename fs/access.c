@@ -1,10 +1,9 @@
 #include <errno.h>
 #include <unistd.h>
-#include "daemon/aperture.h"
-#include "daemon/targets.h"
 #include "fs/access.h"
+#include "fs/tree.h"
 
-int access_owner(struct aperture *a, const struct node_ref *ref, uid_t *uid, gid_t *gid)
+int access_owner(const struct node_ref *ref, uid_t *uid, gid_t *gid)
 {
 	struct target_info ti;
 	int err;
@@ -14,7 +13,7 @@ int access_owner(struct aperture *a, const struct node_ref *ref, uid_t *uid, gid
 		*gid = 0;
 		return 0;
 	}
-	err = targets_info(a->targets, ref->pid, &ti);
+	err = ref->tree->ops->target_info(ref->tree, ref->scope, ref->pid, &ti);
 	if (err)
 		return err;
 	if (ti.ruid == ti.euid && ti.ruid == ti.suid) {
@@ -46,12 +45,11 @@ bool access_mode_allows(const struct caller *c, mode_t mode, uid_t uid, gid_t gi
 	return (bits & want) == (unsigned)want;
 }
 
-int access_check(struct aperture *a, const struct caller *c, const struct node_ref *ref,
-		 int want)
+int access_check(const struct caller *c, const struct node_ref *ref, int want)
 {
 	uid_t uid;
 	gid_t gid;
-	int err = access_owner(a, ref, &uid, &gid);
+	int err = access_owner(ref, &uid, &gid);
 
 	if (err)
 		return err;

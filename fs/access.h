@@ -17,14 +17,13 @@ struct caller {
 };
 
 /* Owner of a node, as shown and enforced. -ENOENT if its target is gone. */
-int access_owner(struct aperture *a, const struct node_ref *ref, uid_t *uid, gid_t *gid);
+int access_owner(const struct node_ref *ref, uid_t *uid, gid_t *gid);
 
 /* want: R_OK, W_OK, X_OK bits. Root may do anything a mode allows anyone. */
 bool access_mode_allows(const struct caller *c, mode_t mode, uid_t uid, gid_t gid, int want);
 
 /* 0, -EACCES, or -ENOENT if the node's target is gone. For a node under targets/<pid>/ the
  * caller must also be allowed into the directory. */
-int access_check(struct aperture *a, const struct caller *c, const struct node_ref *ref,
-		 int want);
+int access_check(const struct caller *c, const struct node_ref *ref, int want);
 
 #endif

@@ -54,7 +54,9 @@ static int prepare_mountpoint(const char *path)
 	return -errno;
 }
 
-int fs_mount(struct aperture *a, const struct fs_options *opt, struct fs **out)
+/* Mounts t, or the live daemon a's tree when t is NULL. */
+static int mount_tree(struct aperture *a, const struct tree *t, const struct fs_options *opt,
+		      struct fs **out)
 {
 	const char *delay = getenv("APERTURE_TEST_RENDER_DELAY_MS");
 	char *argv[] = { "aperture", "-o", NULL, NULL };
@@ -69,7 +71,11 @@ int fs_mount(struct aperture *a, const struct fs_options *opt, struct fs **out)
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
-	fs->a = a;
+	if (!t) {
+		tree_init_live(&fs->live, a);
+		t = &fs->live;
+	}
+	fs->tree = t;
 	fs->render_delay_ms = delay ? atoi(delay) : 0;
 	err = snapshot_table_new(&fs->snaps);
 	if (!err)
@@ -107,6 +113,16 @@ fail:
 	snapshot_table_free(fs->snaps);
 	free(fs);
 	return err;
+}
+
+int fs_mount(struct aperture *a, const struct fs_options *opt, struct fs **out)
+{
+	return mount_tree(a, NULL, opt, out);
+}
+
+int fs_mount_tree(const struct tree *t, const struct fs_options *opt, struct fs **out)
+{
+	return mount_tree(NULL, t, opt, out);
 }
 
 int fs_version(FILE *out)

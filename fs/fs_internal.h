@@ -7,9 +7,11 @@
 #include "fs/nodes.h"
 #include "fs/render_pool.h"
 #include "fs/snapshot.h"
+#include "fs/tree.h"
 
 struct fs {
-	struct aperture *a;
+	const struct tree *tree;
+	struct tree live;         /* the tree, when it is the daemon's */
 	struct fuse_session *se;
 	struct render_pool *pool;
 	struct snapshot_table *snaps;

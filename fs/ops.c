@@ -2,18 +2,23 @@
  * another thread: slow renders go to the render pool and free the FUSE worker at once. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
-#include "daemon/targets.h"
-#include "daemon/threads.h"
 #include "fs/fs_internal.h"
 
 /* Directories change only when processes come and go; a file's size changes with every
  * render, so its attributes are never cached. */
 #define DIR_TIMEOUT_S 1.0
+
+/* The longest value a control file takes, newline included. A write() longer than FUSE's
+ * max_write (128 KiB and more) reaches us as several WRITE requests; its first is longer than
+ * this, so it fails, and the kernel fails the whole write() with its error. */
+#define CONTROL_VALUE_MAX 4096
 
 struct open_file {
 	struct handle h;
@@ -21,6 +26,9 @@ struct open_file {
 	struct node_ref ref;
 	struct snapshot *snap; /* NULL when opened only for writing */
 	pid_t opener;
+	/* Where the last value written through this open ended: the offset at which the next
+	 * write() of it arrives. */
+	_Atomic off_t next_write;
 };
 
 struct dir_listing {
@@ -74,11 +82,6 @@ static pid_t caller_process(const struct caller *c)
 	return proc_tgid(c->tid, &tgid) ? c->tid : tgid;
 }
 
-static bool node_present(struct aperture *a, const struct node *n, pid_t pid)
-{
-	return !n->present || n->present(a, pid);
-}
-
 static bool is_dir(const struct node_ref *ref)
 {
 	return S_ISDIR(ref->node->mode);
@@ -90,7 +93,7 @@ static int fill_attr(struct fs *fs, const struct node_ref *ref, const struct sna
 	int err;
 
 	memset(st, 0, sizeof(*st));
-	err = access_owner(fs->a, ref, &st->st_uid, &st->st_gid);
+	err = access_owner(ref, &st->st_uid, &st->st_gid);
 	if (err)
 		return err;
 	st->st_ino = ref->ino;
@@ -102,28 +105,19 @@ static int fill_attr(struct fs *fs, const struct node_ref *ref, const struct sna
 		st->st_blocks = (snap->len + 511) / 512;
 		st->st_mtim = st->st_ctim = st->st_atim = snap->when;
 	} else {
-		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = fs->a->started;
+		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = fs->tree->started;
 	}
 	return 0;
 }
 
 static int render(struct fs *fs, const struct node_ref *ref, struct snapshot **out)
 {
-	char *data = NULL;
-	size_t len = 0;
-	FILE *f;
-	int err;
+	char *data;
+	size_t len;
+	int err = tree_render(fs->tree, ref, &data, &len);
 
-	f = open_memstream(&data, &len);
-	if (!f)
-		return -errno;
-	err = ref->node->render(fs->a, ref, f);
-	if (fclose(f) && !err)
-		err = -EIO;
-	if (err) {
-		free(data);
+	if (err)
 		return err;
-	}
 	*out = snapshot_new(data, len);
 	return *out ? 0 : -ENOMEM;
 }
@@ -142,104 +136,24 @@ static void reply_entry(fuse_req_t req, struct fs *fs, const struct node_ref *re
 	fuse_reply_entry(req, &e);
 }
 
-static bool parse_pid(const char *name, pid_t *pid)
-{
-	long v = 0;
-
-	if (!*name || *name == '0' || strlen(name) > 9)
-		return false;
-	for (const char *p = name; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return false;
-		v = v * 10 + (*p - '0');
-	}
-	*pid = v;
-	return true;
-}
-
-/* A name in threads/<tid>/. */
-static void lookup_in_thread(fuse_req_t req, struct fs *fs, const struct caller *c,
-			     const struct node_ref *dir, const char *name)
-{
-	struct node_ref ref;
-	int err = access_check(fs->a, c, dir, X_OK);
-
-	if (err) {
-		fuse_reply_err(req, -err);
-		return;
-	}
-	for (int i = 1; i < fs_thread_nodes_count; i++) {
-		if (!strcmp(fs_thread_nodes[i].name, name)) {
-			node_resolve(node_thread_ino(dir->pid, dir->tid, i), &ref);
-			reply_entry(req, fs, &ref);
-			return;
-		}
-	}
-	fuse_reply_err(req, ENOENT);
-}
-
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	struct caller c = caller_of(req);
-	struct node_ref dir, ref = {0};
-	struct target_info ti;
-	pid_t tid;
+	struct node_ref dir, ref;
 	int err;
 
-	err = node_resolve(parent, &dir);
-	if (err || !is_dir(&dir)) {
-		fuse_reply_err(req, err ? -err : ENOTDIR);
-		return;
-	}
-	if (dir.tid) {
-		lookup_in_thread(req, fs, &c, &dir, name);
-		return;
-	}
-	if (dir.pid) {
-		err = access_check(fs->a, &c, &dir, X_OK);
-		if (err) {
-			fuse_reply_err(req, -err);
-			return;
-		}
-		if (dir.node->has_threads && parse_pid(name, &tid) &&
-		    native_thread_exists(dir.pid, tid)) {
-			node_resolve(node_thread_ino(dir.pid, tid, 0), &ref);
-			reply_entry(req, fs, &ref);
-			return;
-		}
-		for (int i = 1; i < fs_target_nodes_count; i++) {
-			if (fs_target_nodes[i].parent == node_target_index(&dir) &&
-			    !strcmp(fs_target_nodes[i].name, name) &&
-			    node_present(fs->a, &fs_target_nodes[i], dir.pid)) {
-				node_resolve(node_target_ino(dir.pid, i), &ref);
-				reply_entry(req, fs, &ref);
-				return;
-			}
-		}
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (dir.node == &fs_nodes[fs_node_targets]) {
-		pid_t pid;
-
-		if (!parse_pid(name, &pid) || targets_info(fs->a->targets, pid, &ti)) {
-			fuse_reply_err(req, ENOENT);
-			return;
-		}
-		node_resolve(node_target_ino(pid, 0), &ref);
+	err = tree_resolve(fs->tree, parent, &dir);
+	if (!err && !S_ISDIR(dir.node->mode))
+		err = -ENOTDIR;
+	if (!err && (dir.pid || dir.scope))
+		err = access_check(&c, &dir, X_OK);
+	if (!err)
+		err = tree_lookup(fs->tree, &dir, name, &ref);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
 		reply_entry(req, fs, &ref);
-		return;
-	}
-	for (int i = 0; i < fs_nodes_count; i++) {
-		if (fs_nodes[i].parent >= 0 && &fs_nodes[fs_nodes[i].parent] == dir.node &&
-		    !strcmp(fs_nodes[i].name, name)) {
-			node_resolve(node_ino(i), &ref);
-			reply_entry(req, fs, &ref);
-			return;
-		}
-	}
-	fuse_reply_err(req, ENOENT);
 }
 
 static void reply_attr_of(fuse_req_t req, struct fs *fs, const struct node_ref *ref,
@@ -348,9 +262,9 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct node_ref ref;
 	int err;
 
-	err = node_resolve(ino, &ref);
+	err = tree_resolve(fs->tree, ino, &ref);
 	if (!err && ref.pid && !is_dir(&ref))
-		err = access_check(fs->a, &c, &ref, 0);
+		err = access_check(&c, &ref, 0);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -377,7 +291,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	/* A stat before an open: render now, and let this process's next open read this. */
-	if (access_check(fs->a, &c, &ref, R_OK)) {
+	if (access_check(&c, &ref, R_OK)) {
 		reply_attr_of(req, fs, &ref, NULL);
 		return;
 	}
@@ -392,7 +306,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct node_ref ref;
 	int err;
 
-	err = node_resolve(ino, &ref);
+	err = tree_resolve(fs->tree, ino, &ref);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -402,7 +316,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	err = access_check(fs->a, &c, &ref, W_OK);
+	err = access_check(&c, &ref, W_OK);
 	if (err)
 		fuse_reply_err(req, -err);
 	else
@@ -416,9 +330,9 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	struct node_ref ref;
 	int err;
 
-	err = node_resolve(ino, &ref);
+	err = tree_resolve(fs->tree, ino, &ref);
 	if (!err)
-		err = access_check(fs->a, &c, &ref, mask & (R_OK | W_OK | X_OK));
+		err = access_check(&c, &ref, mask & (R_OK | W_OK | X_OK));
 	fuse_reply_err(req, -err);
 }
 
@@ -433,11 +347,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct node_ref ref;
 	int err;
 
-	err = node_resolve(ino, &ref);
+	err = tree_resolve(fs->tree, ino, &ref);
 	if (!err && is_dir(&ref))
 		err = -EISDIR;
 	if (!err)
-		err = access_check(fs->a, &c, &ref, (reads ? R_OK : 0) | (writes ? W_OK : 0));
+		err = access_check(&c, &ref, (reads ? R_OK : 0) | (writes ? W_OK : 0));
 	if (!err && ((reads && !ref.node->render) || (writes && !ref.node->write)))
 		err = -EACCES;
 	if (err) {
@@ -474,6 +388,31 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	handle_put(of ? &of->h : NULL);
 }
 
+/* 0, or -EFBIG for a value too long to be one, -EINVAL for a piece of a split write(); the
+ * live daemon's /status says why, naming the file. */
+static int write_fits(struct fs *fs, const struct node_ref *ref, size_t size, off_t off,
+		      off_t next_write)
+{
+	struct aperture *a = fs->tree->a;
+	char where[32] = "";
+
+	if (ref->pid)
+		snprintf(where, sizeof(where), "targets/%d/", (int)ref->pid);
+	if (size > CONTROL_VALUE_MAX) {
+		if (a)
+			aperture_set_error(a, "%s%s: a value is at most %d bytes", where,
+					   ref->node->name, CONTROL_VALUE_MAX);
+		return -EFBIG;
+	}
+	if (off != 0 && off != next_write) {
+		if (a)
+			aperture_set_error(a, "%s%s: a write at offset %lld is not a whole value",
+					   where, ref->node->name, (long long)off);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -485,12 +424,18 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	/* One value per write(): the write itself fails when the value is bad. */
-	err = of->ref.node->write(fs->a, &of->ref, buf, size);
-	if (err)
+	/* One value per write(): the write itself fails when the value is bad. A WRITE at any
+	 * other offset than the start or where the last value ended is a later piece of one
+	 * write(), sent (maybe at once, with async direct I/O) beside its refused first. */
+	err = write_fits(fs, &of->ref, size, off, atomic_load(&of->next_write));
+	if (!err)
+		err = of->ref.node->write(fs->tree->a, &of->ref, buf, size);
+	if (err) {
 		fuse_reply_err(req, -err);
-	else
+	} else {
+		atomic_store(&of->next_write, off + size);
 		fuse_reply_write(req, size);
+	}
 	handle_put(&of->h);
 }
 
@@ -515,51 +460,16 @@ static int listing_add(fuse_req_t req, struct dir_listing *l, const char *name, 
 	return 0;
 }
 
-static int list_targets(fuse_req_t req, struct fs *fs, struct dir_listing *l)
+struct listing_ctx {
+	fuse_req_t req;
+	struct dir_listing *l;
+};
+
+static int listing_add_entry(void *ctx, const char *name, uint64_t ino, mode_t mode)
 {
-	char name[16];
-	pid_t *pids;
-	size_t n;
-	int err;
+	struct listing_ctx *lc = ctx;
 
-	err = targets_list(fs->a->targets, &pids, &n);
-	if (err)
-		return err;
-	for (size_t i = 0; !err && i < n; i++) {
-		snprintf(name, sizeof(name), "%d", (int)pids[i]);
-		err = listing_add(req, l, name, node_target_ino(pids[i], 0), S_IFDIR);
-	}
-	free(pids);
-	return err;
-}
-
-static int list_threads(fuse_req_t req, struct dir_listing *l, pid_t pid)
-{
-	char name[16];
-	pid_t *tids;
-	size_t n;
-	int err;
-
-	err = native_thread_ids(pid, &tids, &n);
-	for (size_t i = 0; !err && i < n; i++) {
-		snprintf(name, sizeof(name), "%d", (int)tids[i]);
-		err = listing_add(req, l, name, node_thread_ino(pid, tids[i], 0), S_IFDIR);
-	}
-	free(tids);
-	return err;
-}
-
-static uint64_t parent_ino(const struct node_ref *dir)
-{
-	if (dir->tid && node_thread_index(dir) == 0)
-		return node_target_ino(dir->pid, dir->node->parent);
-	if (dir->tid)
-		return node_thread_ino(dir->pid, dir->tid, 0);
-	if (dir->pid && node_target_index(dir) == 0)
-		return node_ino(fs_node_targets);
-	if (dir->pid)
-		return node_target_ino(dir->pid, dir->node->parent);
-	return dir->node->parent >= 0 ? node_ino(dir->node->parent) : FUSE_ROOT_ID;
+	return listing_add(lc->req, lc->l, name, ino, mode);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -570,40 +480,23 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct node_ref ref;
 	int err;
 
-	err = node_resolve(ino, &ref);
+	err = tree_resolve(fs->tree, ino, &ref);
 	if (!err && !is_dir(&ref))
 		err = -ENOTDIR;
 	if (!err)
-		err = access_check(fs->a, &c, &ref, R_OK);
+		err = access_check(&c, &ref, R_OK);
 	l = err ? NULL : calloc(1, sizeof(*l));
 	if (!err && !l)
 		err = -ENOMEM;
 	/* The listing is made once, at opendir, so a long readdir sees one consistent list. */
 	if (!err)
 		err = listing_add(req, l, ".", ino, S_IFDIR);
-	if (!err)
-		err = listing_add(req, l, "..", parent_ino(&ref), S_IFDIR);
-	if (!err && ref.tid) {
-		for (int i = 1; !err && i < fs_thread_nodes_count; i++)
-			err = listing_add(req, l, fs_thread_nodes[i].name,
-					  node_thread_ino(ref.pid, ref.tid, i),
-					  fs_thread_nodes[i].mode);
-	} else if (!err && ref.pid) {
-		if (ref.node->has_threads)
-			err = list_threads(req, l, ref.pid);
-		for (int i = 1; !err && i < fs_target_nodes_count; i++)
-			if (fs_target_nodes[i].parent == node_target_index(&ref) &&
-			    node_present(fs->a, &fs_target_nodes[i], ref.pid))
-				err = listing_add(req, l, fs_target_nodes[i].name,
-						  node_target_ino(ref.pid, i),
-						  fs_target_nodes[i].mode);
-	} else if (!err && ref.node == &fs_nodes[fs_node_targets]) {
-		err = list_targets(req, fs, l);
-	} else if (!err) {
-		for (int i = 0; !err && i < fs_nodes_count; i++)
-			if (fs_nodes[i].parent >= 0 && &fs_nodes[fs_nodes[i].parent] == ref.node)
-				err = listing_add(req, l, fs_nodes[i].name, node_ino(i),
-						  fs_nodes[i].mode);
+	if (!err) {
+		struct listing_ctx lc = { .req = req, .l = l };
+
+		err = listing_add(req, l, "..", tree_parent_ino(fs->tree, &ref), S_IFDIR);
+		if (!err)
+			err = tree_list(fs->tree, &ref, listing_add_entry, &lc);
 	}
 	if (err) {
 		if (l)
@@ -644,6 +537,47 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+/* The tree's names are the daemon's: nothing is made, removed or renamed from outside.
+ * EPERM, as /sys answers, tells tools (mkdir, rm, mv, ln, touch) it is not allowed, where
+ * the default ENOSYS reads as a broken filesystem. */
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_remove(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EPERM);
+}
+
 const struct fuse_lowlevel_ops fs_ops = {
 	.lookup = op_lookup,
 	.getattr = op_getattr,
@@ -656,4 +590,12 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.releasedir = op_releasedir,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_remove,
+	.rmdir = op_remove,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.create = op_create,
 };
