@@ -17,7 +17,8 @@ apt-get install -y -q --no-install-recommends \
 	libcmocka-dev linux-libc-dev python3 python3-pytest rsync tar util-linux procps \
 	protobuf-c-compiler libprotobuf-c-dev protobuf-compiler python3-protobuf \
 	chromium chromium-driver python3-selenium nodejs openjdk-17-jdk-headless \
-	libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 curl iproute2
+	libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 curl iproute2 \
+	podman buildah runc busybox-static
 # The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.
 command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
 npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2

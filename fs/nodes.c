@@ -1,5 +1,6 @@
 #include <errno.h>
 #include "daemon/aperture.h"
+#include "daemon/pidns.h"
 #include "daemon/targets.h"
 #include "daemon/threads.h"
 #include "fs/fs.h"
@@ -344,4 +345,29 @@ uint64_t node_thread_ino(pid_t pid, pid_t tid, int index)
 int node_thread_index(const struct node_ref *ref)
 {
 	return ref->node - fs_thread_nodes;
+}
+
+static int view_shift(uint64_t ino)
+{
+	if (ino & THREAD_INO_BIT)
+		return THREAD_VIEW_SHIFT;
+	if ((ino & TARGET_INO_BIT) && !(ino & SCOPE_INO_BIT))
+		return TARGET_VIEW_SHIFT;
+	return -1;
+}
+
+uint64_t node_in_view(uint64_t ino, uint32_t view)
+{
+	int shift = view_shift(ino);
+
+	if (shift < 0)
+		return ino;
+	return (ino & ~((uint64_t)PIDNS_VIEWS_MAX << shift)) | (uint64_t)view << shift;
+}
+
+uint32_t node_view(uint64_t ino)
+{
+	int shift = view_shift(ino);
+
+	return shift < 0 ? 0 : (ino >> shift) & PIDNS_VIEWS_MAX;
 }

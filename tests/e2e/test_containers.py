@@ -1,0 +1,153 @@
+"""The tree as a container sees it: a "pod" (an app container and a sidecar sharing its PID
+namespace, as shareProcessNamespace makes them) where the sidecar mounts the tree's parent
+directory with rslave propagation, finds the app under its pod pid, enables it and reads the
+app's known CPU split; it cannot see or enable a process outside the pod. And a daemon
+restarted under the sidecar's feet: its next read works."""
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import Daemon, parse_folded, parse_status, read, samples_in, user_frames, \
+    wait_for
+from podman import containers, podman_ok, shared_parent  # noqa: F401 (fixtures)
+
+TREE = "/aperture/mnt"  # the tree inside the sidecar: the parent directory is /aperture
+# busybox cat copies with sendfile(), which stops at the size stat gave before any read (0 for
+# the tree's files, rendered at open); head reads with read().
+CAT = "head -c 1000000000"
+
+
+@pytest.fixture(scope="module")
+def parent(scratch):
+    path = scratch / "parent"
+    undo = shared_parent(path)
+    yield path
+    undo()
+
+
+@pytest.fixture(scope="module")
+def daemon(parent, scratch):
+    d = Daemon(parent / "mnt", scratch / "daemon.log")
+    d.start()
+    d.set_frequency(499)
+    yield d
+    try:
+        assert d.proc.poll() is None, f"daemon died during the module:\n{d.log_text()}"
+        d.stop()
+    finally:
+        d.kill()
+
+
+def ns_of(pid):
+    return os.stat(f"/proc/{pid}/ns/pid").st_ino
+
+
+def nspid(status_path):
+    for line in Path(status_path).read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    raise AssertionError(f"no NSpid in {status_path}")
+
+
+def pod_pids(host_pid):
+    """Host pid -> pod pid of every process in host_pid's PID namespace, from the host."""
+    ns = ns_of(host_pid)
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if ns_of(d.name) == ns:
+                    out[int(d.name)] = nspid(d / "status")
+            except OSError:
+                pass
+    return out
+
+
+@pytest.fixture
+def pod(containers, parent, daemon):
+    """(app container, sidecar container, the app's host pid); the app runs cpu_split with
+    one worker thread."""
+    app = containers.start(cmd=["/app/cpu_split", "0", "1", "0"])
+    side = containers.start("--pid", f"container:{app}", "-v", f"{parent}:/aperture:rslave",
+                            cmd=["/bin/busybox", "sleep", "600"])
+    return app, side, containers.pid(app)
+
+
+def listing(containers, side, path):
+    return set(containers.sh(side, f"ls {path}").stdout.split())
+
+
+def test_sidecar_sees_its_pod_by_pod_pids_and_profiles_the_app(containers, pod, daemon,
+                                                               workloads):
+    app, side, app_host = pod
+    outsider = workloads.start("cpu_split").pid
+    expected = pod_pids(app_host)
+    assert expected[app_host] == 1, f"the app is its pod's pid 1: {expected}"
+    assert outsider not in expected
+    shown = listing(containers, side, f"{TREE}/targets")
+    # The pod's processes by their pod pids; besides them only the shell and ls of this exec.
+    assert {str(p) for p in expected.values()} <= shown, (shown, expected)
+    assert len(shown - {str(p) for p in expected.values()}) <= 2, (shown, expected)
+    assert str(app_host) not in shown and str(outsider) not in shown
+    # The host sees every process, by host pid.
+    host_view = set(os.listdir(daemon.mnt / "targets"))
+    assert {str(app_host), str(outsider)} <= host_view
+    # Threads by their pod tids.
+    tids = {nspid(t / "status") for t in Path(f"/proc/{app_host}/task").iterdir()}
+    assert len(tids) == 2
+    threads = listing(containers, side, f"{TREE}/targets/1/threads")
+    assert {str(t) for t in tids} <= threads, (threads, tids)
+    assert not {t.name for t in Path(f"/proc/{app_host}/task").iterdir()} - {"1"} & threads
+
+    containers.sh(side, f"echo 1 > {TREE}/targets/1/enable")
+    assert daemon.status(app_host)["state"] == "enabled", "the sidecar enabled the app"
+
+    def enough():
+        r = containers.sh(side, f"{CAT} {TREE}/targets/1/status")
+        st = parse_status(r.stdout)
+        assert "samples" in st, (r.stdout, r.stderr)
+        return int(st["samples"]) >= 200
+    try:
+        wait_for(enough, 40, "200 samples of the app", interval=0.5)
+    except AssertionError:
+        raise AssertionError(read(daemon.target(app_host) / "status"))
+    stacks = parse_folded(containers.sh(side, f"{CAT} {TREE}/targets/1/cpu.folded").stdout)
+    main = {f: n for f, n in stacks.items() if f[0] == "cpu_split"}
+    in_b = samples_in(main, lambda f: "b" in user_frames(f))
+    in_c = samples_in(main, lambda f: "c" in user_frames(f))
+    assert in_b + in_c >= 60, stacks
+    share = 100 * in_b / (in_b + in_c)
+    assert 58 <= share <= 82, f"b's share of b+c is {share:.1f} %, expected 70 +- 12"
+    assert samples_in(stacks, lambda f: f[0].startswith("split-w")) > 0, "its threads too"
+
+    # Outside the pod: not there, by its host pid, for reading or for enabling.
+    r = containers.sh(side, f"{CAT} {TREE}/targets/{outsider}/status", check=False)
+    assert r.returncode != 0 and "No such file" in r.stderr, r
+    r = containers.sh(side, f"echo 1 > {TREE}/targets/{outsider}/enable", check=False)
+    assert r.returncode != 0, r
+    assert daemon.status(outsider)["state"] == "disabled"
+
+
+def test_same_name_means_the_right_process_to_each_reader(containers, pod, daemon):
+    """targets/1 is the pod's app to the sidecar and init to the host, read one after the
+    other: no cached lookup hands one reader the other's process."""
+    app, side, app_host = pod
+    for _ in range(3):
+        inside = parse_status(containers.sh(side, f"{CAT} {TREE}/targets/1/status").stdout)
+        host = daemon.status(1)
+        assert inside["comm"] == "cpu_split" and int(inside["pid"]) == app_host, inside
+        assert host["comm"] != "cpu_split" and host["pid"] == "1", host
+
+
+def test_daemon_restart_under_a_reading_sidecar(containers, pod, daemon):
+    """The sidecar mounted the parent directory with rslave: after the daemon restarts, its
+    next read sees the new tree."""
+    app, side, app_host = pod
+    before = read(daemon.mnt / "status")
+    assert "uptime_s" in containers.sh(side, f"{CAT} {TREE}/status").stdout
+    daemon.stop()
+    daemon.start()
+    assert read(daemon.mnt / "status") != before
+    r = containers.sh(side, f"{CAT} {TREE}/status; ls {TREE}/targets", timeout=10)
+    assert "uptime_s" in r.stdout and "\n1\n" in f"\n{r.stdout}", r.stdout
