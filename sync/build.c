@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Building a node's batches.
- *
- * A batch is made of parts. Each part is a self-contained Batch message: its own string,
- * frame and stack tables, each distinct entry once. Every message of a part lives in one
- * arena freed after encoding, so nothing is freed piecemeal. A target's latest-state texts
- * go into the last part it appears in, so the aggregator, which keeps the latest state of the
+/* Building a node's batches: the targets' records into the messages of the interval's parts
+ * (sync/parts.h). A target's latest-state texts go into the last part it appears in, so the aggregator, which keeps the latest state of the
  * highest seq, ends with them. An empty latest-state text means "not sent this time": the
  * aggregator keeps what it had. */
 #include <errno.h>
@@ -18,9 +14,8 @@
 #include "daemon/targets.h"
 #include "daemon/threads.h"
 #include "sync/build.h"
+#include "sync/parts.h"
 
-typedef Aperture__Sync__V1__Frame WireFrame;
-typedef Aperture__Sync__V1__Stack WireStack;
 typedef Aperture__Sync__V1__Target WireTarget;
 typedef Aperture__Sync__V1__Profile WireProfile;
 typedef Aperture__Sync__V1__Second WireSecond;
@@ -64,105 +59,13 @@ struct sync_builder {
 	uint64_t runs;
 };
 
-/* Allocations of one run, freed at once. */
-struct arena_chunk {
-	struct arena_chunk *next;
-	size_t used, cap;
-	_Alignas(16) unsigned char data[];
-};
-
-struct arena {
-	struct arena_chunk *head;
-};
-
-static void *arena_alloc(struct arena *ar, size_t size)
-{
-	struct arena_chunk *c = ar->head;
-
-	size = (size + 15) & ~(size_t)15;
-	if (!c || c->cap - c->used < size) {
-		size_t cap = size > 65536 ? size : 65536;
-
-		c = malloc(sizeof(*c) + cap);
-		if (!c)
-			return NULL;
-		c->next = ar->head;
-		c->used = 0;
-		c->cap = cap;
-		ar->head = c;
-	}
-	c->used += size;
-	return memset(c->data + c->used - size, 0, size);
-}
-
-static void arena_free(struct arena *ar)
-{
-	while (ar->head) {
-		struct arena_chunk *next = ar->head->next;
-
-		free(ar->head);
-		ar->head = next;
-	}
-}
-
-/* A growing array of pointers (the repeated fields of a message). */
-static int push(void ***v, size_t *n, size_t *cap, void *item)
-{
-	if (*n == *cap) {
-		size_t bigger = *cap ? 2 * *cap : 16;
-		void **p = realloc(*v, bigger * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		*v = p;
-		*cap = bigger;
-	}
-	(*v)[(*n)++] = item;
-	return 0;
-}
-
-struct str_entry {
-	UT_hash_handle hh;
-	uint32_t index;
-	char *s;
-};
-
-struct frame_key {
-	uint32_t name, file, line, module, build_id;
-};
-
-struct frame_entry {
-	UT_hash_handle hh;
-	struct frame_key key;
-	uint32_t index;
-};
-
-struct stack_entry {
-	UT_hash_handle hh;
-	uint32_t index;
-	uint32_t depth;
-	uint32_t frames[]; /* the key */
-};
-
-struct part {
-	WireBatch b;
-	size_t strings_cap, frames_cap, stacks_cap, targets_cap;
-	struct str_entry *str_index;
-	struct frame_entry *frame_index;
-	struct stack_entry *stack_index;
-	size_t bytes;      /* the protobuf's size, roughly */
-};
-
-/* One run: its parts, the current one last. */
+/* One run: its parts and the builder. */
 struct build {
 	struct sync_builder *sb;
-	struct arena ar;
-	struct part **parts;
-	size_t nparts, parts_cap;
-	int64_t now;
+	struct parts *ps;
 };
 
-/* What the current record has in the current part; part_no is nparts when made. */
+/* What the current record has in the current part, part number part_no. */
 struct record_msgs {
 	size_t part_no;
 	WireTarget *t;
@@ -174,175 +77,6 @@ struct id_map {
 	size_t part_no;
 	uint32_t index;
 };
-
-static char *arena_strdup(struct arena *ar, const char *s)
-{
-	size_t len = strlen(s) + 1;
-	char *copy = arena_alloc(ar, len);
-
-	return copy ? memcpy(copy, s, len) : NULL;
-}
-
-static struct part *cur(struct build *bd)
-{
-	return bd->parts[bd->nparts - 1];
-}
-
-static int string_index(struct build *bd, const char *s, uint32_t *out)
-{
-	struct part *p = cur(bd);
-	struct str_entry *e;
-
-	if (!s || !*s) {
-		*out = 0;
-		return 0;
-	}
-	HASH_FIND_STR(p->str_index, s, e);
-	if (!e) {
-		e = arena_alloc(&bd->ar, sizeof(*e));
-		if (!e || !(e->s = arena_strdup(&bd->ar, s)))
-			return -ENOMEM;
-		e->index = p->b.n_strings;
-		if (push((void ***)&p->b.strings, &p->b.n_strings, &p->strings_cap, e->s))
-			return -ENOMEM;
-		HASH_ADD_KEYPTR(hh, p->str_index, e->s, strlen(e->s), e);
-		if (!e->hh.tbl)
-			return -ENOMEM;
-		p->bytes += strlen(s) + 3;
-	}
-	*out = e->index;
-	return 0;
-}
-
-static int frame_index(struct build *bd, const char *name, const struct frame_info *info,
-		       uint32_t *out)
-{
-	struct frame_key k = {0};
-	struct frame_entry *e;
-	struct part *p = cur(bd);
-	WireFrame *f;
-	int err;
-
-	err = string_index(bd, name, &k.name);
-	if (!err && info) {
-		k.line = info->line;
-		err = string_index(bd, info->file, &k.file);
-		err = err ?: string_index(bd, info->module, &k.module);
-		err = err ?: string_index(bd, info->build_id, &k.build_id);
-	}
-	if (err)
-		return err;
-	HASH_FIND(hh, p->frame_index, &k, sizeof(k), e);
-	if (!e) {
-		e = arena_alloc(&bd->ar, sizeof(*e));
-		f = arena_alloc(&bd->ar, sizeof(*f));
-		if (!e || !f)
-			return -ENOMEM;
-		*f = (WireFrame)APERTURE__SYNC__V1__FRAME__INIT;
-		f->name = k.name;
-		f->file = k.file;
-		f->line = k.line;
-		f->module = k.module;
-		f->build_id = k.build_id;
-		e->key = k;
-		e->index = p->b.n_frames;
-		if (push((void ***)&p->b.frames, &p->b.n_frames, &p->frames_cap, f))
-			return -ENOMEM;
-		HASH_ADD(hh, p->frame_index, key, sizeof(k), e);
-		if (!e->hh.tbl)
-			return -ENOMEM;
-		p->bytes += 14;
-	}
-	*out = e->index;
-	return 0;
-}
-
-/* The stack of frames (indexes into the part's frame table) in the part's stack table. */
-static int stack_index(struct build *bd, const uint32_t *frames, uint32_t depth, uint32_t *out)
-{
-	size_t key_len = depth * sizeof(*frames);
-	struct part *p = cur(bd);
-	struct stack_entry *e;
-	WireStack *st;
-
-	HASH_FIND(hh, p->stack_index, frames, key_len, e);
-	if (!e) {
-		e = arena_alloc(&bd->ar, sizeof(*e) + key_len);
-		st = arena_alloc(&bd->ar, sizeof(*st));
-		if (!e || !st)
-			return -ENOMEM;
-		memcpy(e->frames, frames, key_len);
-		e->depth = depth;
-		e->index = p->b.n_stacks;
-		*st = (WireStack)APERTURE__SYNC__V1__STACK__INIT;
-		st->n_frames = depth;
-		st->frames = e->frames;
-		if (push((void ***)&p->b.stacks, &p->b.n_stacks, &p->stacks_cap, st))
-			return -ENOMEM;
-		HASH_ADD_KEYPTR(hh, p->stack_index, e->frames, key_len, e);
-		if (!e->hh.tbl)
-			return -ENOMEM;
-		p->bytes += 4 + 3 * depth;
-	}
-	*out = e->index;
-	return 0;
-}
-
-static int part_start(struct build *bd)
-{
-	struct part *p = calloc(1, sizeof(*p));
-
-	if (!p || push((void ***)&bd->parts, &bd->nparts, &bd->parts_cap, p)) {
-		free(p);
-		return -ENOMEM;
-	}
-	p->b = (WireBatch)APERTURE__SYNC__V1__BATCH__INIT;
-	p->b.version = WIRE_VERSION;
-	p->b.node = bd->sb->node;
-	p->b.boot_id = bd->sb->boot_id;
-	p->b.created_unix = bd->now;
-	/* strings[0] is "" */
-	return push((void ***)&p->b.strings, &p->b.n_strings, &p->strings_cap, "");
-}
-
-static void part_free(struct part *p)
-{
-	HASH_CLEAR(hh, p->str_index);
-	HASH_CLEAR(hh, p->frame_index);
-	HASH_CLEAR(hh, p->stack_index);
-	free(p->b.strings);
-	free(p->b.frames);
-	free(p->b.stacks);
-	for (size_t i = 0; i < p->b.n_targets; i++) {
-		WireTarget *t = p->b.targets[i];
-
-		for (size_t j = 0; j < t->n_profiles; j++) {
-			for (size_t k = 0; k < t->profiles[j]->n_seconds; k++) {
-				free(t->profiles[j]->seconds[k]->stacks);
-				free(t->profiles[j]->seconds[k]->counts);
-			}
-			free(t->profiles[j]->seconds);
-		}
-		free(t->profiles);
-		free(t->blocking);
-		if (t->sys)
-			free(t->sys->rows);
-	}
-	free(p->b.targets);
-	free(p);
-}
-
-/* Starts a new part if the current one is past its bounds. */
-static int part_room(struct build *bd, size_t more_bytes)
-{
-	struct part *p = cur(bd);
-
-	if (p->b.n_stacks < SYNC_PART_MAX_STACKS && p->bytes + more_bytes < SYNC_PART_MAX_BYTES)
-		return 0;
-	if (!p->b.n_targets)
-		return 0; /* nothing in it yet: one record alone is its own part */
-	return part_start(bd);
-}
 
 /* The start of a small file, "" if it can't be read. */
 static void read_small(const char *path, char *buf, size_t len)
@@ -420,36 +154,36 @@ static void seen_free(struct seen *s)
 static int target_msg(struct build *bd, const struct target_record *r, const struct seen *s,
 		      struct record_msgs *m)
 {
-	struct part *p = cur(bd);
 	WireTarget *t;
 
-	if (m->t && m->part_no == bd->nparts)
+	if (m->t && m->part_no == parts_number(bd->ps))
 		return 0;
 	memset(m, 0, sizeof(*m));
-	t = arena_alloc(&bd->ar, sizeof(*t));
+	t = parts_alloc(bd->ps, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	*t = (WireTarget)APERTURE__SYNC__V1__TARGET__INIT;
 	t->pid = r->pid;
 	t->start_time = r->start_time;
-	t->comm = arena_strdup(&bd->ar, r->comm);
-	t->exe = arena_strdup(&bd->ar, s->exe);
-	t->cgroup = arena_strdup(&bd->ar, s->cgroup);
+	t->comm = parts_strdup(bd->ps, r->comm);
+	t->exe = parts_strdup(bd->ps, s->exe);
+	t->cgroup = parts_strdup(bd->ps, s->cgroup);
 	t->runtime = r->jvm ? "jvm" : "native";
 	t->state = (char *)r->state_name;
 	t->has_jvm = r->jvm;
 	t->kernel_boot_id = bd->sb->kernel_boot_id;
 	if (!t->comm || !t->exe || !t->cgroup)
 		return -ENOMEM;
-	if (push((void ***)&p->b.targets, &p->b.n_targets, &p->targets_cap, t))
+	if (parts_push(bd->ps, (void ***)&parts_cur(bd->ps)->targets,
+		       &parts_cur(bd->ps)->n_targets, t))
 		return -ENOMEM;
-	p->bytes += 64 + strlen(s->exe) + strlen(s->cgroup);
+	parts_grow(bd->ps, 64 + strlen(s->exe) + strlen(s->cgroup));
 	m->t = t;
-	m->part_no = bd->nparts;
+	m->part_no = parts_number(bd->ps);
 	return 0;
 }
 
-/* The profile's message in the current part, with room for nseconds seconds. */
+/* The profile's message in the current part, with room for nseconds Second messages. */
 static int profile_msg(struct build *bd, const struct target_record *r, const struct seen *s,
 		       struct record_msgs *m, int which, const char *unit, size_t nseconds,
 		       uint32_t period_ns)
@@ -459,26 +193,20 @@ static int profile_msg(struct build *bd, const struct target_record *r, const st
 
 	if (err || m->profiles[which])
 		return err;
-	pr = arena_alloc(&bd->ar, sizeof(*pr));
+	pr = parts_alloc(bd->ps, sizeof(*pr));
 	if (!pr)
 		return -ENOMEM;
 	*pr = (WireProfile)APERTURE__SYNC__V1__PROFILE__INIT;
 	pr->type = (char *)profile_types[which];
-	pr->unit = arena_strdup(&bd->ar, unit);
+	pr->unit = parts_strdup(bd->ps, unit);
 	pr->period_ns = period_ns;
 	if (!pr->unit)
 		return -ENOMEM;
-	/* n_profiles is at most TARGET_PROFILE_NR: a fixed array. */
-	if (!m->t->profiles) {
-		m->t->profiles = calloc(TARGET_PROFILE_NR, sizeof(*m->t->profiles));
-		if (!m->t->profiles)
-			return -ENOMEM;
-	}
-	/* Attached first: its part frees its seconds. */
-	m->t->profiles[m->t->n_profiles++] = pr;
+	pr->seconds = parts_alloc(bd->ps, nseconds * sizeof(*pr->seconds));
+	if (!pr->seconds || parts_push(bd->ps, (void ***)&m->t->profiles, &m->t->n_profiles, pr))
+		return -ENOMEM;
 	m->profiles[which] = pr;
-	pr->seconds = malloc(nseconds * sizeof(*pr->seconds));
-	return pr->seconds ? 0 : -ENOMEM;
+	return 0;
 }
 
 /* The stack of a profile's stack in the current part. */
@@ -491,16 +219,61 @@ static int map_stack(struct build *bd, const struct profile_seconds *d,
 	for (uint32_t i = 0; i < depth; i++) {
 		struct id_map *fm = &frames[st->frames[i]];
 
-		if (fm->part_no != bd->nparts) {
-			int err = frame_index(bd, d->names[st->frames[i]],
+		if (fm->part_no != parts_number(bd->ps)) {
+			int err = parts_frame(bd->ps, d->names[st->frames[i]],
 					      d->infos[st->frames[i]], &fm->index);
 			if (err)
 				return err;
-			fm->part_no = bd->nparts;
+			fm->part_no = parts_number(bd->ps);
 		}
 		ids[i] = fm->index;
 	}
-	return stack_index(bd, ids, depth, out);
+	return parts_stack(bd->ps, ids, depth, out);
+}
+
+/* Counts of one second go in pieces of at most this many stacks: a part may end inside a
+ * second (counts are additive), so no second makes a part too large. */
+#define PIECE 4096
+
+/* One piece of a second: counts n (all of second sec) into the current part. */
+static int add_piece(struct build *bd, const struct target_record *r, const struct seen *s,
+		     struct record_msgs *m, int which, const struct profile_seconds *d,
+		     struct id_map *frames, struct id_map *stacks, size_t npieces,
+		     uint32_t period_ns, const struct profile_second_count *c, size_t n)
+{
+	WireProfile *pr;
+	WireSecond *ws;
+	int err;
+
+	err = parts_room(bd->ps, n * 12);
+	err = err ?: profile_msg(bd, r, s, m, which, d->unit, npieces, period_ns);
+	if (err)
+		return err;
+	ws = parts_alloc(bd->ps, sizeof(*ws));
+	if (!ws)
+		return -ENOMEM;
+	*ws = (WireSecond)APERTURE__SYNC__V1__SECOND__INIT;
+	ws->sec = c->sec;
+	ws->stacks = parts_alloc(bd->ps, n * sizeof(*ws->stacks));
+	ws->counts = parts_alloc(bd->ps, n * sizeof(*ws->counts));
+	if (!ws->stacks || !ws->counts)
+		return -ENOMEM;
+	pr = m->profiles[which];
+	pr->seconds[pr->n_seconds++] = ws;
+	for (size_t k = 0; k < n; k++) {
+		struct id_map *sm = &stacks[c[k].stack];
+
+		if (sm->part_no != parts_number(bd->ps)) {
+			err = map_stack(bd, d, &d->stacks[c[k].stack], frames, &sm->index);
+			if (err)
+				return err;
+			sm->part_no = parts_number(bd->ps);
+		}
+		ws->stacks[ws->n_stacks++] = sm->index;
+		ws->counts[ws->n_counts++] = c[k].count;
+	}
+	parts_grow(bd->ps, 8 + n * 8);
+	return 0;
 }
 
 /* One profile's seconds since the last shipped, before until. */
@@ -509,7 +282,7 @@ static int add_profile(struct build *bd, const struct target_record *r, struct s
 {
 	struct id_map *frames = NULL, *stacks = NULL;
 	struct profile_seconds *d;
-	size_t i = 0, nseconds = 0;
+	size_t i, end, npieces = 0;
 	int64_t from = s->last_sec[which] == INT64_MIN ? INT64_MIN : s->last_sec[which] + 1;
 	int err;
 
@@ -518,61 +291,25 @@ static int add_profile(struct build *bd, const struct target_record *r, struct s
 		return err;
 	if (!d->ncounts)
 		goto out;
-	for (i = 0; i < d->ncounts; i++)
-		nseconds += i == 0 || d->counts[i].sec != d->counts[i - 1].sec;
-	i = 0;
+	for (i = 0; i < d->ncounts; i = end) {
+		for (end = i; end < d->ncounts && d->counts[end].sec == d->counts[i].sec; end++)
+			;
+		npieces += (end - i + PIECE - 1) / PIECE;
+	}
 	frames = calloc(d->nnames ? d->nnames : 1, sizeof(*frames));
 	stacks = calloc(d->nstacks, sizeof(*stacks));
 	if (!frames || !stacks) {
 		err = -ENOMEM;
 		goto out;
 	}
-	while (i < d->ncounts) {
-		int64_t sec = d->counts[i].sec;
-		size_t end = i, k;
-		WireSecond *ws;
-
-		while (end < d->ncounts && d->counts[end].sec == sec)
-			end++;
-		err = part_room(bd, (end - i) * 12);
-		err = err ?: profile_msg(bd, r, s, m, which, d->unit, nseconds, period_ns);
-		if (err)
-			goto out;
-		ws = arena_alloc(&bd->ar, sizeof(*ws));
-		if (!ws) {
-			err = -ENOMEM;
-			goto out;
-		}
-		*ws = (WireSecond)APERTURE__SYNC__V1__SECOND__INIT;
-		ws->sec = sec;
-		ws->stacks = malloc((end - i) * sizeof(*ws->stacks));
-		ws->counts = malloc((end - i) * sizeof(*ws->counts));
-		if (!ws->stacks || !ws->counts) {
-			free(ws->stacks);
-			free(ws->counts);
-			err = -ENOMEM;
-			goto out;
-		}
-		for (k = i; k < end; k++) {
-			const struct profile_second_count *c = &d->counts[k];
-			struct id_map *sm = &stacks[c->stack];
-
-			if (sm->part_no != bd->nparts) {
-				err = map_stack(bd, d, &d->stacks[c->stack], frames, &sm->index);
-				if (err)
-					break;
-				sm->part_no = bd->nparts;
-			}
-			ws->stacks[ws->n_stacks++] = sm->index;
-			ws->counts[ws->n_counts++] = c->count;
-		}
-		/* Even a half-filled second is freed with its part. */
-		m->profiles[which]->seconds[m->profiles[which]->n_seconds++] = ws;
-		if (err)
-			goto out;
-		cur(bd)->bytes += 8 + (end - i) * 8;
-		s->last_sec[which] = sec;
-		i = end;
+	for (i = 0; !err && i < d->ncounts; i = end) {
+		for (end = i; end < d->ncounts && d->counts[end].sec == d->counts[i].sec; end++)
+			;
+		for (size_t k = i; !err && k < end; k += PIECE)
+			err = add_piece(bd, r, s, m, which, d, frames, stacks, npieces, period_ns,
+					&d->counts[k], end - k < PIECE ? end - k : PIECE);
+		if (!err)
+			s->last_sec[which] = d->counts[i].sec;
 	}
 out:
 	free(frames);
@@ -591,13 +328,13 @@ static int folded_stack(struct build *bd, const char *folded, uint32_t *out)
 		size_t n = strcspn(folded, ";");
 
 		snprintf(name, sizeof(name), "%.*s", (int)n, folded);
-		if (n && frame_index(bd, name, NULL, &ids[depth++]))
+		if (n && parts_frame(bd->ps, name, NULL, &ids[depth++]))
 			return -ENOMEM;
 		folded += n + (folded[n] == ';');
 	}
-	if (!depth && frame_index(bd, "[unknown]", NULL, &ids[depth++]))
+	if (!depth && parts_frame(bd->ps, "[unknown]", NULL, &ids[depth++]))
 		return -ENOMEM;
-	return stack_index(bd, ids, depth, out);
+	return parts_stack(bd->ps, ids, depth, out);
 }
 
 static int add_blocking(struct build *bd, const struct target_record *r, struct seen *s,
@@ -619,11 +356,7 @@ static int add_blocking(struct build *bd, const struct target_record *r, struct 
 		if (err)
 			break;
 		t = m->t;
-		if (!t->blocking && !(t->blocking = calloc(snap->n, sizeof(*t->blocking)))) {
-			err = -ENOMEM;
-			break;
-		}
-		wb = arena_alloc(&bd->ar, sizeof(*wb));
+		wb = parts_alloc(bd->ps, sizeof(*wb));
 		if (!wb) {
 			err = -ENOMEM;
 			break;
@@ -632,14 +365,18 @@ static int add_blocking(struct build *bd, const struct target_record *r, struct 
 		wb->time_ns = ev->time_ns;
 		wb->dur_us = ev->dur_us;
 		wb->tid = ev->tid;
-		wb->thread = arena_strdup(&bd->ar, ev->thread);
+		wb->thread = parts_strdup(bd->ps, ev->thread);
 		wb->preempted = ev->preempted;
 		wb->state = ev->state;
 		err = wb->thread ? folded_stack(bd, ev->stack ? ev->stack : "", &wb->stack)
 				 : -ENOMEM;
 		if (err)
 			break;
-		t->blocking[t->n_blocking++] = wb;
+		if (parts_push(bd->ps, (void ***)&t->blocking, &t->n_blocking, wb)) {
+			err = -ENOMEM;
+			break;
+		}
+		parts_grow(bd->ps, 48 + strlen(ev->thread));
 		s->blocking_ns = ev->time_ns;
 	}
 	blocking_snapshot_free(snap);
@@ -672,13 +409,13 @@ static int add_sys(struct build *bd, const struct target_record *r, struct seen 
 	if (sig == s->sys_sig && !refresh)
 		goto out;
 	err = target_msg(bd, r, s, m);
-	st = err ? NULL : arena_alloc(&bd->ar, sizeof(*st));
+	st = err ? NULL : parts_alloc(bd->ps, sizeof(*st));
 	if (!err && !st)
 		err = -ENOMEM;
 	if (err)
 		goto out;
 	*st = (WireSysStats)APERTURE__SYNC__V1__SYS_STATS__INIT;
-	st->rows = calloc(snap->nrows ? snap->nrows : 1, sizeof(*st->rows));
+	st->rows = parts_alloc(bd->ps, (snap->nrows ? snap->nrows : 1) * sizeof(*st->rows));
 	if (!st->rows) {
 		err = -ENOMEM;
 		goto out;
@@ -686,8 +423,8 @@ static int add_sys(struct build *bd, const struct target_record *r, struct seen 
 	m->t->sys = st;
 	for (size_t i = 0; i < snap->nrows; i++) {
 		const struct sys_row *row = &snap->rows[i];
-		WireSysRow *w = arena_alloc(&bd->ar, sizeof(*w));
-		uint64_t *hist = arena_alloc(&bd->ar, sizeof(row->lat.hist));
+		WireSysRow *w = parts_alloc(bd->ps, sizeof(*w));
+		uint64_t *hist = parts_alloc(bd->ps, sizeof(row->lat.hist));
 
 		if (!w || !hist) {
 			err = -ENOMEM;
@@ -698,8 +435,8 @@ static int add_sys(struct build *bd, const struct target_record *r, struct seen 
 		w->a = row->a;
 		w->b = row->b;
 		w->addr = row->addr;
-		err = string_index(bd, row->holder, &w->holder);
-		err = err ?: string_index(bd, row->stack, &w->stack);
+		err = parts_string(bd->ps, row->holder, &w->holder);
+		err = err ?: parts_string(bd->ps, row->stack, &w->stack);
 		if (err)
 			goto out;
 		w->count = row->lat.count;
@@ -709,7 +446,7 @@ static int add_sys(struct build *bd, const struct target_record *r, struct seen 
 		w->hist = hist;
 		w->n_hist = LATENCY_HIST;
 		st->rows[st->n_rows++] = w;
-		cur(bd)->bytes += 300;
+		parts_grow(bd->ps, 400);
 	}
 	s->sys_sig = sig;
 out:
@@ -805,12 +542,12 @@ static int add_texts(struct build *bd, struct aperture *a, const struct target_r
 
 		if (!texts[i])
 			continue;
-		copy = arena_strdup(&bd->ar, texts[i]);
+		copy = parts_strdup(bd->ps, texts[i]);
 		if (!copy) {
 			err = -ENOMEM;
 			break;
 		}
-		cur(bd)->bytes += strlen(copy) + 4;
+		parts_grow(bd->ps, strlen(copy) + 4);
 		switch (i) {
 		case TEXT_STATUS: m->t->status = copy; break;
 		case TEXT_DEADLOCKS: m->t->deadlocks = copy; break;
@@ -881,29 +618,21 @@ void sync_builder_free(struct sync_builder *b)
 	free(b);
 }
 
-void sync_parts_free(struct sync_part *parts, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(parts[i].data);
-	free(parts);
-}
-
 int sync_builder_run(struct sync_builder *b, struct aperture *a, int64_t until,
 		     const Aperture__Sync__V1__NodeStatus *status, uint64_t *next_seq,
-		     struct sync_part **parts_out, size_t *n_out)
+		     struct sync_part **parts, size_t *n)
 {
-	struct build bd = { .sb = b, .now = aperture_now() };
+	struct build bd = { .sb = b };
 	uint64_t hz = config_get(a, CONFIG_FREQUENCY_HZ);
 	struct target_record *recs = NULL;
-	struct sync_part *parts = NULL;
 	struct seen *s, *tmp;
-	size_t nrecs = 0, i;
+	size_t nrecs = 0;
 	int err;
 
 	b->runs++;
 	err = targets_records(a->targets, &recs, &nrecs);
-	err = err ?: part_start(&bd);
-	for (i = 0; !err && i < nrecs; i++)
+	err = err ?: parts_new(b->node, b->boot_id, aperture_now(), &bd.ps);
+	for (size_t i = 0; !err && i < nrecs; i++)
 		err = add_record(&bd, a, &recs[i], until, hz ? 1000000000 / hz : 0);
 	targets_records_free(recs, nrecs);
 	/* Incarnations no record holds any more are done with. */
@@ -913,30 +642,9 @@ int sync_builder_run(struct sync_builder *b, struct aperture *a, int64_t until,
 			seen_free(s);
 		}
 	}
-	if (!err) {
-		parts = calloc(bd.nparts, sizeof(*parts));
-		err = parts ? 0 : -ENOMEM;
-	}
-	for (i = 0; !err && i < bd.nparts; i++) {
-		WireBatch *wb = &bd.parts[i]->b;
-
-		wb->seq = *next_seq + i;
-		wb->part = i;
-		wb->parts = bd.nparts;
-		wb->node_status = (Aperture__Sync__V1__NodeStatus *)status;
-		parts[i].seq = wb->seq;
-		err = wire_encode(wb, &parts[i].data, &parts[i].len);
-	}
-	if (!err) {
-		*next_seq += bd.nparts;
-		*parts_out = parts;
-		*n_out = bd.nparts;
-		parts = NULL;
-	}
-	sync_parts_free(parts, parts ? bd.nparts : 0);
-	for (i = 0; i < bd.nparts; i++)
-		part_free(bd.parts[i]);
-	free(bd.parts);
-	arena_free(&bd.ar);
+	err = err ?: parts_encode(bd.ps, *next_seq, status, parts, n);
+	if (!err)
+		*next_seq += *n;
+	parts_free(bd.ps);
 	return err;
 }
