@@ -10,6 +10,8 @@ import pytest
 from helpers import WORKLOADS, parse_folded, read, wait_for, write, write_errno
 
 GETPPIDS, ENOENTS, EBADFS = 100000, 7, 3
+# Off-CPU time, system calls and lock waits are collected only when chosen.
+COLLECTORS = "cpu offcpu syscalls locks"
 
 
 class Gated:
@@ -91,7 +93,7 @@ def test_disabled_target_collects_nothing(daemon, workloads):
     w.round()
     time.sleep(1.3)  # longer than the 1 s between drains
     assert syscalls(daemon, w.pid)["getppid"]["count"] == GETPPIDS
-    assert daemon.status(w.pid)["syscalls"] == "off"
+    assert daemon.status(w.pid)["collector_syscalls"] == "off"
 
 
 HOLD_MS, ROUNDS = 100, 5
