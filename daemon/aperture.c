@@ -12,6 +12,7 @@
 #include "collectors/offcpu.h"
 #include "collectors/sys.h"
 #include "daemon/aperture.h"
+#include "daemon/rules.h"
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "symbols/symbols.h"
@@ -212,6 +213,8 @@ static void *loop_main(void *arg)
 
 		aperture_drain(a, aperture_now());
 		targets_tick(a->targets, aperture_now());
+		if (a->rules)
+			rules_tick(a->rules);
 		atomic_store(&a->drained_until, started);
 		pthread_mutex_lock(&a->loop_lock);
 	}
@@ -307,6 +310,8 @@ int aperture_status(struct aperture *a, FILE *out)
 			c->ops->status(c->self, out);
 	}
 	aperture_jvm_status(a, out);
+	if (a->rules)
+		rules_status(a->rules, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	sync_client_status(a->sync, out);
 	pthread_mutex_lock(&a->error_lock);

@@ -10,6 +10,7 @@
 #include "daemon/render_cmd.h"
 #include "fs/fs.h"
 #include "daemon/record_cmd.h"
+#include "daemon/rules.h"
 #include "sync/client.h"
 
 #define DEFAULT_MOUNTPOINT "/aperture"
@@ -19,6 +20,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: aperture mount [--foreground] [--allow-other] [--sync URL] [--node NAME]\n"
 		"                      [--token-file FILE] [--sync-ca FILE] [--spool-dir DIR]\n"
+		"                      [--rules FILE]\n"
 		"                      [MOUNTPOINT]\n"
 		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
 		"       aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
@@ -36,6 +38,7 @@ static void usage(FILE *out)
 		"  --token-file FILE  the bearer token the aggregator gave this node\n"
 		"  --sync-ca FILE     trust this CA for an https:// aggregator\n"
 		"  --spool-dir DIR    unacknowledged batches (default " SYNC_SPOOL_ROOT "/NAME)\n"
+		"  --rules FILE       profiling rules (config/rules), applied to every process\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      version and library versions\n"
 		"\n"
@@ -56,6 +59,33 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* --rules FILE: checked before anything is mounted, applied by the first pass. */
+static int load_rules(struct rules *r, const char *path)
+{
+	char why[256], *text = NULL;
+	size_t len = 0;
+	FILE *f = fopen(path, "r"), *mem;
+	int err = 0, c;
+
+	if (!f) {
+		fprintf(stderr, "aperture: --rules %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	mem = open_memstream(&text, &len);
+	while (mem && (c = getc(f)) != EOF)
+		putc(c, mem);
+	fclose(f);
+	if (!mem || fclose(mem))
+		err = -ENOMEM;
+	if (!err)
+		err = rules_load(r, text, len, why, sizeof(why));
+	if (err)
+		fprintf(stderr, "aperture: --rules %s: %s\n", path,
+			err == -ENOMEM ? strerror(ENOMEM) : why);
+	free(text);
+	return err;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -66,12 +96,13 @@ static int cmd_mount(int argc, char **argv)
 		{ "token-file", required_argument, NULL, 'T' },
 		{ "sync-ca", required_argument, NULL, 'C' },
 		{ "spool-dir", required_argument, NULL, 'D' },
+		{ "rules", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct fs_options opt = { .mountpoint = DEFAULT_MOUNTPOINT };
 	struct sync_options so = {0};
-	const char *sync_url = NULL;
+	const char *sync_url = NULL, *rules_file = NULL;
 	char why[512];
 	struct aperture a;
 	struct fs *fs = NULL;
@@ -86,6 +117,7 @@ static int cmd_mount(int argc, char **argv)
 		case 'T': so.token_file = optarg; break;
 		case 'C': so.ca_file = optarg; break;
 		case 'D': so.spool_dir = optarg; break;
+		case 'R': rules_file = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -114,6 +146,11 @@ static int cmd_mount(int argc, char **argv)
 		fprintf(stderr, "aperture: %s\n", why);
 		goto out;
 	}
+	err = rules_new(&a, &a.rules);
+	if (!err && rules_file)
+		err = load_rules(a.rules, rules_file);
+	if (err)
+		goto out;
 	err = fs_mount(&a, &opt, &fs);
 	if (err) {
 		fprintf(stderr, "aperture: mounting %s: %s%s\n", opt.mountpoint, strerror(-err),
@@ -136,6 +173,8 @@ out:
 	/* Before the targets it reads go. */
 	sync_client_free(a.sync);
 	a.sync = NULL;
+	rules_free(a.rules);
+	a.rules = NULL;
 	aperture_fini(&a);
 	return err ? 1 : 0;
 }

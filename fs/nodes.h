@@ -76,6 +76,7 @@ struct node_ref {
 	pid_t pid;        /* for nodes under targets/<pid>/, else 0 */
 	pid_t tid;        /* for nodes under targets/<pid>/threads/<tid>/, else 0 */
 	uint32_t view;    /* the PID namespace view it is seen through (daemon/pidns.h) */
+	uint64_t write_offset; /* of the write being served: > 0 continues an open's text */
 	struct tree_range range;
 };
 

@@ -415,7 +415,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	/* One value per write(): the write itself fails when the value is bad. */
+	/* One value per write(): the write itself fails when the value is bad. A file that
+	 * holds lines (config/rules) takes the later writes of one open as more of its text. */
+	of->ref.write_offset = off;
 	err = of->ref.node->write(fs->tree->a, &of->ref, buf, size);
 	if (err)
 		fuse_reply_err(req, -err);
