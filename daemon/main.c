@@ -1,6 +1,7 @@
 /* aperture: a profiler that is a filesystem. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ static void usage(FILE *out)
 		"                      [--token-file FILE] [--sync-ca FILE] [--spool-dir DIR]\n"
 		"                      [--rules FILE]\n"
 		"                      [MOUNTPOINT]\n"
+		"       aperture status [MOUNTPOINT]\n"
 		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
 		"       aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
 		"       aperture aggregate [--listen ADDR:PORT] [--store URL] [--tokens FILE] ...\n"
@@ -57,6 +59,34 @@ static void raise_fd_limit(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* `aperture status [MOUNTPOINT]`: prints the tree's status; exit 0 when a daemon answers.
+ * A readiness probe for images without a shell (deploy/k8s/node.yaml). */
+static int cmd_status(int argc, char **argv)
+{
+	char path[4096], buf[4096];
+	bool ok = false;
+	size_t n;
+	FILE *f;
+
+	if (argc > 2) {
+		usage(stderr);
+		return 2;
+	}
+	snprintf(path, sizeof(path), "%s/status", argc == 2 ? argv[1] : DEFAULT_MOUNTPOINT);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "aperture: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+		fwrite(buf, 1, n, stdout);
+		ok = true;
+	}
+	ok = ok && !ferror(f);
+	fclose(f);
+	return ok ? 0 : 1;
 }
 
 /* --rules FILE: checked before anything is mounted, applied by the first pass. */
@@ -183,6 +213,8 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "mount"))
 		return cmd_mount(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "render"))
 		return cmd_render(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "record")) {
