@@ -76,6 +76,9 @@ class Containers:
         p = run(*PODMAN, "inspect", "--format", "{{.State.Pid}}", name, check=False)
         return int(p.stdout.strip() or 0) if p.returncode == 0 else 0
 
+    def run_id(self, name):
+        return run(*PODMAN, "inspect", "--format", "{{.Id}}", name).stdout.strip()
+
     def sh(self, name, script, check=True, timeout=30):
         """Runs a busybox shell script in the container; returns the finished process."""
         return run(*PODMAN, "exec", name, "/bin/busybox", "sh", "-c", script, check=check,
