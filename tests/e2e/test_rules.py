@@ -132,3 +132,44 @@ def test_node_labels(daemon, program):
         assert read(labels) == "cluster=prod zone=eu-1\n"
     finally:
         write(labels, "")
+
+
+def test_labels_travel_with_sync_and_name_the_service(scratch, program):
+    """A node started with --rules that label and enable a program ships it to an aggregator
+    (on loopback) as the service its `service` label names, not by its comm."""
+    from fleet import Aggregator
+    from helpers import Daemon
+
+    exe, start = program
+    service = f"checkout-{exe.parent.name}"
+    rules = scratch / f"rules-{exe.parent.name}"
+    rules.write_text(f"exe={exe} set service={service} team=pay\nexe={exe} enable\n")
+    agg_dir = scratch / f"agg-{exe.parent.name}"
+    agg_dir.mkdir()
+    agg = Aggregator(agg_dir).start()
+    token = scratch / "node-token"
+    token.write_text("unused\n")
+    node = Daemon(scratch / f"mnt-{exe.parent.name}", scratch / "sync-node.log",
+                  args=["--rules", str(rules), "--sync", agg.url, "--node", "k8s-e2e",
+                        "--token-file", str(token), "--spool-dir", str(agg_dir / "spool")])
+    try:
+        node.start()
+        write(node.mnt / "config" / "sync_interval_s", "1")
+        pid = start()
+        wait_for(lambda: node.status(pid)["state"] == "enabled", 5, "the rule")
+        assert node.status(pid)["labels"] == f"service={service} team=pay"
+
+        def shipped():
+            code, body = agg.get(f"/services/{service}/cpu.folded", None)
+            return code == 200 and "cpu_split" in body.decode()
+        wait_for(shipped, 30, f"services/{service}/ on the aggregator", interval=0.5)
+        code, body = agg.get(f"/nodes/k8s-e2e/targets/{pid}/status", None)
+        assert code == 200 and f"labels: service={service} team=pay" in body.decode()
+        code, body = agg.get("/services/cpu_split/cpu.folded", None)
+        assert code == 404, "the service label wins over the comm"
+    finally:
+        try:
+            node.stop()
+        finally:
+            node.kill()
+            agg.stop()
