@@ -1,10 +1,8 @@
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 #include "daemon/cgroup_id.h"
+#include "daemon/proc_identity.h"
 
 void cgroup_path_pick(const char *text, char *out, size_t size)
 {
@@ -30,21 +28,12 @@ void cgroup_path_pick(const char *text, char *out, size_t size)
 
 int proc_cgroup_path(pid_t pid, char *out, size_t size)
 {
-	char path[64], text[4096];
-	ssize_t n;
-	int fd;
+	char text[4096];
+	int err = proc_read_file(pid, "cgroup", text, sizeof(text));
 
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ESRCH ? -ENOENT : -errno;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	text[n] = 0;
-	cgroup_path_pick(text, out, size);
-	return 0;
+	if (!err)
+		cgroup_path_pick(text, out, size);
+	return err;
 }
 
 static size_t hex_run(const char *s)

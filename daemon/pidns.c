@@ -1,12 +1,11 @@
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include "daemon/pidns.h"
+#include "daemon/proc_identity.h"
 
 struct pidns {
 	pthread_mutex_t lock;
@@ -107,24 +106,9 @@ int pidns_parse_nspid(const char *status, pid_t *out)
 	return 0;
 }
 
-static int read_small(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	return 0;
-}
-
 int pidns_to_view(struct pidns *p, uint32_t view, pid_t tgid, pid_t host, pid_t *out)
 {
-	char path[64], status[4096];
+	char path[64], name[64], status[4096];
 	uint64_t want, ino = 0;
 	int err;
 
@@ -143,10 +127,8 @@ int pidns_to_view(struct pidns *p, uint32_t view, pid_t tgid, pid_t host, pid_t 
 		return err;
 	if (ino != want)
 		return -ENOENT;
-	if (tgid > 0)
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)tgid, (int)host);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/status", (int)host);
-	err = read_small(path, status, sizeof(status));
+	snprintf(name, sizeof(name), "task/%d/status", (int)host);
+	err = proc_read_file(tgid > 0 ? tgid : host, tgid > 0 ? name : "status", status,
+			     sizeof(status));
 	return err ? err : pidns_parse_nspid(status, out);
 }

@@ -1,7 +1,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -493,20 +492,10 @@ static void apply(struct rules *r, pid_t pid, bool reapply)
 
 static int read_stat(pid_t pid, struct proc_identity *id)
 {
-	char path[64], text[1024];
-	ssize_t n;
-	int fd;
+	char text[1024];
+	int err = proc_read_file(pid, "stat", text, sizeof(text));
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	text[n] = 0;
-	return proc_identity_parse_stat(text, id);
+	return err ? err : proc_identity_parse_stat(text, id);
 }
 
 /* One pass over /proc: every process (all) or those new or exec'd since the last. */

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Daemon, parse_folded, parse_status, read, samples_in, user_frames, \
+from helpers import parse_folded, parse_status, read, samples_in, user_frames, \
     wait_for
 from podman import containers, podman_ok, shared_parent  # noqa: F401 (fixtures)
 
@@ -34,16 +34,18 @@ def rules_file(scratch):
 
 
 @pytest.fixture(scope="module")
-def daemon(parent, scratch, rules_file):
-    d = Daemon(parent / "mnt", scratch / "daemon.log", args=["--rules", str(rules_file)])
-    d.start()
-    d.set_frequency(499)
-    yield d
-    try:
-        assert d.proc.poll() is None, f"daemon died during the module:\n{d.log_text()}"
-        d.stop()
-    finally:
-        d.kill()
+def daemon_mnt(parent):
+    return parent / "mnt"
+
+
+@pytest.fixture(scope="module")
+def daemon_args(rules_file):
+    return ["--rules", str(rules_file)]
+
+
+@pytest.fixture(autouse=True)
+def fast_sampling(daemon):
+    daemon.set_frequency(499)
 
 
 def ns_of(pid):
