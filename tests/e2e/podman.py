@@ -14,6 +14,7 @@ PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs"]
 RUN = [*PODMAN, "run", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
 BUSYBOX = Path("/bin/busybox")
 POD_IMAGE = "localhost/aperture-test-pod:latest"
+PROBE_IMAGE = "localhost/aperture-test-probe:latest"
 
 
 def run(*cmd, check=True, timeout=60):
@@ -49,8 +50,8 @@ def usable():
     if not shutil.which("podman") or not shutil.which("buildah") or not BUSYBOX.exists():
         return "podman, buildah or busybox-static is not installed (deploy/setup.sh)"
     try:
-        pod_image()
-        p = run(*RUN, "--rm", POD_IMAGE, "/bin/busybox", "true", check=False)
+        probe = build_image(PROBE_IMAGE, {"/bin/busybox": BUSYBOX})
+        p = run(*RUN, "--rm", probe, "/bin/busybox", "true", check=False)
     except (AssertionError, subprocess.TimeoutExpired) as e:
         return f"podman cannot build or run a FROM scratch image here: {e}"
     if p.returncode:
@@ -97,8 +98,13 @@ def podman_ok():
         pytest.skip(why)
 
 
+@pytest.fixture(scope="module")
+def pod_image_built(podman_ok):
+    pod_image()
+
+
 @pytest.fixture
-def containers(podman_ok):
+def containers(pod_image_built):
     c = Containers()
     yield c
     c.remove_all()

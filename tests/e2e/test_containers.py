@@ -10,7 +10,7 @@ import pytest
 
 from helpers import parse_folded, parse_status, read, samples_in, user_frames, \
     wait_for
-from podman import containers, podman_ok, shared_parent  # noqa: F401 (fixtures)
+from podman import containers, pod_image_built, podman_ok, shared_parent  # noqa: F401
 
 TREE = "/aperture/mnt"  # the tree inside the sidecar: the parent directory is /aperture
 # busybox cat copies with sendfile(), which stops at the size stat gave before any read (0 for
