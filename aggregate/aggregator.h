@@ -15,8 +15,11 @@
 #define AGG_RETENTION_DAYS_MAX 7
 /* A second more than this far ahead of the aggregator's clock is refused. */
 #define AGG_FUTURE_S 3600
-/* Largest request body read (compressed); wire_decode bounds what it inflates to. */
+/* Largest request body read (compressed), and what it may inflate to: twice what a node
+ * puts in one part (8 MiB), well under wire_default_limits' 64 MiB, since a message of tiny
+ * strings unpacks to many times its size and four are decoded at once. */
 #define AGG_MAX_BODY (32u << 20)
+#define AGG_MAX_INFLATED (16u << 20)
 
 /* Why a batch was refused, for metrics and status. */
 enum agg_reject {

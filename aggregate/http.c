@@ -211,7 +211,7 @@ static int query_range(struct MHD_Connection *c, struct tree_range *r, char *why
 		return 0;
 	}
 	snprintf(spec, sizeof(spec), "%s..%s", from ? from : "0",
-		 until ? until : "9223372036854775807");
+		 until ? until : "4102444800"); /* 2100-01-01: no end */
 	err = agg_parse_range(spec, r, &last_s);
 	if (err || !r->set) {
 		snprintf(why, why_size, "from and until: unix seconds, from <= until");

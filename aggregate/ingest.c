@@ -116,6 +116,7 @@ int aggregator_ingest(struct aggregator *g, const struct token *k, const char *c
 		      const char *version, const uint8_t *body, size_t len, char *reply,
 		      size_t reply_size)
 {
+	struct wire_limits limits = wire_default_limits;
 	struct agg_apply_result r;
 	char why[400];
 	WireBatch *b;
@@ -136,7 +137,8 @@ int aggregator_ingest(struct aggregator *g, const struct token *k, const char *c
 	if (content_type && strncmp(content_type, "application/x-aperture-batch", 28))
 		return reject(g, AGG_REJECT_VERSION, "Content-Type must be "
 			      "application/x-aperture-batch", reply, reply_size);
-	err = wire_decode(body, len, &wire_default_limits, &b, why, sizeof(why));
+	limits.max_decompressed = AGG_MAX_INFLATED;
+	err = wire_decode(body, len, &limits, &b, why, sizeof(why));
 	if (err == -E2BIG)
 		return reject(g, AGG_REJECT_TOO_LARGE, why, reply, reply_size);
 	if (err == -EPROTONOSUPPORT)

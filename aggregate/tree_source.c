@@ -151,7 +151,8 @@ static int profile(const struct tree *t, const struct node_ref *ref, enum target
 		err = g->store->ops->profile(g->store, &q, out);
 	if (err)
 		return err;
-	*m = (struct view_meta){ .title = title, .now = r.until, .window_s = last_s,
+	*m = (struct view_meta){ .title = title, .now = r.until < now ? r.until : now,
+				 .window_s = last_s,
 				 .sample_type = tp->sample_type, .period_type = tp->period_type,
 				 .period_unit = tp->period_unit };
 	if (which == TARGET_PROFILE_CPU)

@@ -7,7 +7,8 @@ whose seconds hold that profile's stacks and counts (99 samples a second per tar
 over the recorded stacks as recorded). Every node has its own name, token, boot id and seqs,
 as real nodes would. All bodies are encoded before the clock starts; CONNS client threads
 with keep-alive connections post them; the figures are batches/s and samples/s from the
-first post to the last answer, the aggregator's peak RSS (VmHWM) and the SQLite file's size.
+first post to the last answer, the aggregator's peak RSS (VmHWM), the SQLite file's size, and
+then the time of one GET of a target's cpu.folded and of a service's (every node's target).
 
     sudo bench/aggregate.py [NODES...]       # default: 100 1000
 Environment: ROUNDS (intervals per node; default 3,000 batches in all), TARGETS (2), CONNS (16), AGG_THREADS
@@ -68,7 +69,7 @@ def seconds_of(stacks, start):
 def run(nodes, stacks, tmp):
     d = Path(tmp) / f"agg{nodes}"
     d.mkdir()
-    tokens = "".join(f"tok{i} node node{i}\n" for i in range(nodes))
+    tokens = "".join(f"tok{i} node node{i}\n" for i in range(nodes)) + "readtok read *\n"
     agg = Aggregator(d, tokens, extra=["--threads", os.environ.get("AGG_THREADS", "4")]).start()
     rounds = ROUNDS or max(1, 3000 // nodes)
     now = int(time.time()) - rounds * INTERVAL_S - 5
@@ -116,6 +117,13 @@ def run(nodes, stacks, tmp):
                   rss_mb=round(status_kb(agg.proc.pid, "VmRSS") / 1024, 1),
                   db_mb=round(sum(p.stat().st_size for p in d.glob("agg.db*")) / 2**20, 1),
                   failures=len(failures))
+    # what reads cost after the load: one target, and a service merged over every node
+    for name, path in [("read_target_ms", "/nodes/node0/targets/1000/cpu.folded"),
+                       ("read_service_ms", "/services/svc0/cpu.folded")]:
+        t1 = time.monotonic()
+        status, body = agg.get(path, "readtok")
+        result[name] = round((time.monotonic() - t1) * 1000, 1)
+        assert status == 200 and body, (path, status)
     agg.stop()
     if failures:
         result["first_failure"] = str(failures[0])[:200]
@@ -130,11 +138,13 @@ def main():
               f"depth {min(map(len, stacks))}..{max(map(len, stacks))}")
         results = [run(n, stacks, tmp) for n in sizes]
     print(f"{'nodes':>6} {'batches':>8} {'samples':>9} {'wall s':>7} {'batch/s':>8} "
-          f"{'samples/s':>10} {'B/batch':>8} {'RSS MB':>7} {'peak MB':>8} {'db MB':>6}")
+          f"{'samples/s':>10} {'B/batch':>8} {'RSS MB':>7} {'peak MB':>8} {'db MB':>6} "
+          f"{'read ms':>7} {'svc ms':>8}")
     for r in results:
         print(f"{r['nodes']:>6} {r['batches']:>8} {r['samples']:>9} {r['wall_s']:>7} "
               f"{r['batches_per_s']:>8} {r['samples_per_s']:>10} {r['bytes_per_batch']:>8} "
-              f"{r['rss_mb']:>7} {r['rss_peak_mb']:>8} {r['db_mb']:>6}"
+              f"{r['rss_mb']:>7} {r['rss_peak_mb']:>8} {r['db_mb']:>6} "
+              f"{r['read_target_ms']:>7} {r['read_service_ms']:>8}"
               + (f"  FAILURES {r['failures']}: {r.get('first_failure')}" if r["failures"]
                  else ""))
     stamp = time.strftime("%Y-%m-%dT%H%M%S")

@@ -80,6 +80,14 @@ def set_bpf_stats(on):
     return old
 
 
+def kill_all(procs):
+    """SIGKILLs and reaps every process of procs, and empties the list."""
+    for p in procs:
+        p.kill()
+        p.wait()
+    procs.clear()
+
+
 def wait_until(cond, timeout, step=0.01):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -11,7 +11,7 @@ import os
 import subprocess
 import time
 
-from common import Daemon, bpf_prog_stats, set_bpf_stats
+from common import Daemon, bpf_prog_stats, kill_all, set_bpf_stats
 
 WARM_S = 2.0
 
@@ -49,9 +49,7 @@ def one_case(binary, argv, ntargets, hz, window_s):
         out["bpf_ms_per_1k"] = 1e-6 * (bpf2[1] - bpf0[1]) / max(out["samples"], 1) * 1000
         return out
     finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+        kill_all(procs)
         d.stop()
 
 

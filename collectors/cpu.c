@@ -432,7 +432,7 @@ struct cpu_gen_syms *cpu_gen_syms_put(struct cpu_collector *c, struct cpu_target
 	victim->unwinder = NULL;
 	victim->syms = syms;
 	/* A new executable may keep frame pointers where the old one did not. */
-	t->frame_pointers = proc_syms_frame_pointers(syms);
+	unwind_auto_reset(&t->unwind_auto);
 	cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
 	/* Maps read while the loader was still mapping libraries miss them: the first address
@@ -465,7 +465,7 @@ void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t
 	int fd = bpf_map__fd(c->skel->maps.dwarf_targets);
 	/* Java stacks are matched to samples by time: only dwarf samples carry it. */
 	bool dwarf = c->unwind == CPU_UNWIND_DWARF || t->java_signo > 0 ||
-		     (c->unwind == CPU_UNWIND_AUTO && t->frame_pointers != 1);
+		     (c->unwind == CPU_UNWIND_AUTO && t->unwind_auto.verdict != 1);
 	__u8 one = 1;
 
 	if (dwarf == t->dwarf)

@@ -336,6 +336,10 @@ static struct cpu_named_stack *dwarf_stack(struct cpu_collector *c, struct cpu_t
 		return NULL;
 	depth = unwinder_unwind(slot->unwinder, h->tid, &regs, &stack, c->dwarf_pcs,
 				CPU_MAX_DEPTH, &truncated);
+	if (c->unwind == CPU_UNWIND_AUTO && t->unwind_auto.verdict < 0 && is_newest_gen(t, slot) &&
+	    unwind_auto_judge(&t->unwind_auto, &regs, &stack, h->stack_len >= CPU_STACK_BYTES,
+			      c->dwarf_pcs, depth) >= 0)
+		cpu_target_apply_unwind(c, t);
 	key.hash = hash_pcs(c->dwarf_pcs, depth) ^ truncated;
 	n = find_named(c, t, &key);
 	if (n)

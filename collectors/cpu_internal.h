@@ -9,6 +9,7 @@
 #include "collectors/cpu.h"
 #include "collectors/swap_map.h"
 #include "bpf/cpu.h"
+#include "collectors/unwind_auto.h"
 
 /* Each exec bumps a target's generation (from 0 at enable). Stacks are cached by
  * (generation, hash), so an exec'd process never reuses names made for another address
@@ -56,7 +57,7 @@ struct cpu_target_state {
 	struct cpu_gen_syms gens[CPU_GENS];
 	struct cpu_named_stack *named;
 	uint64_t drops;           /* kernel-side drops, as last read */
-	int frame_pointers;       /* of its executable: 1, 0, or -ENOENT (can't tell) */
+	struct unwind_auto unwind_auto; /* config/unwind auto's verdict on its address space */
 	bool dwarf;               /* in the kernel's dwarf_targets */
 	uint64_t frames_named, frames_total;
 	pid_t fork_root;          /* a followed child: the target it descends from, else 0 */

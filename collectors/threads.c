@@ -33,16 +33,17 @@ static int read_small(const char *path, char *buf, size_t len)
 
 int threads_parse_stat(const char *text, long ticks, struct thread_info *t)
 {
-	unsigned long long utime, stime;
+	unsigned long long utime, stime, start;
 	const char *name = strchr(text, '('), *p = strrchr(text, ')');
 
 	/* The name may hold spaces and parentheses: the fields follow the last ')'. */
 	if (!name || !p || p < name || ticks <= 0 || !p[1] ||
-	    sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &t->state,
-		   &utime, &stime) != 3)
+	    sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d "
+		   "%*d %*d %llu", &t->state, &utime, &stime, &start) != 4)
 		return -EINVAL;
 	t->utime_us = utime / ticks * 1000000 + utime % ticks * 1000000 / ticks;
 	t->stime_us = stime / ticks * 1000000 + stime % ticks * 1000000 / ticks;
+	t->started_us = start / ticks * 1000000 + start % ticks * 1000000 / ticks;
 	/* The same bytes as the comm file, which is not read as well. */
 	snprintf(t->name, sizeof(t->name), "%.*s", (int)(p - name - 1), name + 1);
 	return 0;
@@ -214,29 +215,25 @@ int threads_read(pid_t pid, unsigned detail, struct thread_list *out)
 	return 0;
 }
 
-int threads_read_busy(pid_t pid, unsigned interval_ms, struct thread_list *out)
+int threads_read_since_start(pid_t pid, struct thread_list *out)
 {
-	struct timespec nap = { interval_ms / 1000, (interval_ms % 1000) * 1000000L };
-	struct thread_list before;
-	int err = threads_read(pid, THREADS_BASIC, &before);
+	struct timespec ts;
+	uint64_t now;
+	int err = threads_read(pid, THREADS_BASIC, out);
 
 	if (err)
 		return err;
-	nanosleep(&nap, NULL);
-	err = threads_read(pid, THREADS_BASIC, out);
-	for (size_t i = 0, j = 0; !err && i < out->n; i++) {
+	/* starttime counts from boot, suspend included, as CLOCK_BOOTTIME does. */
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	now = ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
+	for (size_t i = 0; i < out->n; i++) {
 		struct thread_info *t = &out->v[i];
 
-		while (j < before.n && before.v[j].tid < t->tid)
-			j++;
-		/* A thread born during the interval used all its time in it. */
 		t->recent_us = t->utime_us + t->stime_us;
-		if (j < before.n && before.v[j].tid == t->tid)
-			t->recent_us -= before.v[j].utime_us + before.v[j].stime_us;
+		t->span_us = now > t->started_us ? now - t->started_us : 1;
 	}
-	out->interval_us = interval_ms * 1000ULL;
-	threads_free(&before);
-	return err;
+	out->interval_us = 0;
+	return 0;
 }
 
 int threads_read_one(pid_t pid, pid_t tid, struct thread_info *out)

@@ -15,15 +15,17 @@ enum threads_detail {
 
 /* Every thread of pid. -ESRCH if pid is gone, -ENOMEM. */
 int threads_read(pid_t pid, unsigned detail, struct thread_list *out);
-/* The same, reading CPU time twice interval_ms apart: recent_us is the difference. */
-int threads_read_busy(pid_t pid, unsigned interval_ms, struct thread_list *out);
+/* The same, with each thread's CPU time since it started as recent_us, over span_us (its
+ * age): one read, no waiting, for a process that has no history. */
+int threads_read_since_start(pid_t pid, struct thread_list *out);
 /* One thread; -ENOENT if tid is not a thread of pid. */
 int threads_read_one(pid_t pid, pid_t tid, struct thread_info *out);
 void threads_free(struct thread_list *l);
 void thread_info_fini(struct thread_info *t);
 
 /* Parsers of /proc text (exposed for tests/fuzz): 0 or -EINVAL. */
-/* /proc/<pid>/task/<tid>/stat: name, state and CPU times (clock ticks of ticks a second). */
+/* /proc/<pid>/task/<tid>/stat: name, state, CPU times and start time (clock ticks of ticks a
+ * second). */
 int threads_parse_stat(const char *text, long ticks, struct thread_info *t);
 /* /proc/<pid>/task/<tid>/syscall: the number and first three arguments. */
 int threads_parse_syscall(const char *text, uint64_t *nr, uint64_t *arg0, uint64_t *arg1,

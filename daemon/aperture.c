@@ -313,6 +313,7 @@ int aperture_status(struct aperture *a, FILE *out)
 	if (a->rules)
 		rules_status(a->rules, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
+	fprintf(out, "store_bytes: %zu\n", profile_store_bytes());
 	sync_client_status(a->sync, out);
 	pthread_mutex_lock(&a->error_lock);
 	fprintf(out, "last_error: %s\n", a->last_error[0] ? a->last_error : "none");

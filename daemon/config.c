@@ -11,6 +11,7 @@
 #include "daemon/value.h"
 #include "store/profile.h"
 #include "symbols/symbols.h"
+#include "views/writer.h"
 #include "sync/client.h"
 
 #define CONFIG_STRING_MAX 4096
@@ -41,6 +42,9 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_LOCK_STACKS] = { "lock_stacks", 1, 100, 5, "stacks" },
 	/* For a JVM where no code may be loaded: native profiling only, nothing attached. */
 	[CONFIG_JVM_ATTACH] = { "jvm_attach", 0, 1, 1, "(0 native profiling only, 1 attach)" },
+	/* What the profiles may hold together: 20 ordinary targets take a few MB, so this is
+	 * room for many targets with many stacks, and the daemon stays well under 250 MB. */
+	[CONFIG_MEMORY_MB] = { "memory_mb", 1, 1 << 20, 128, "MiB" },
 	[CONFIG_SYNC] = { "sync", .unit = "an aggregator's URL, or empty", .string = true },
 	/* Each second must be shipped while the store still has it by itself: it keeps
 	 * per-second counts for the last minute (then 10-second groups). */
@@ -57,6 +61,7 @@ void config_init(struct aperture *a)
 	pthread_mutex_init(&a->config_str_lock, NULL);
 	for (int k = 0; k < CONFIG_NR; k++)
 		atomic_store(&a->config[k], config_descs[k].def);
+	profile_set_budget(config_descs[CONFIG_MEMORY_MB].def << 20);
 }
 
 void config_fini(struct aperture *a)
@@ -74,7 +79,10 @@ static int check_dirs(const char *v, char *why, size_t whylen)
 	char dir[PATH_MAX];
 	struct stat st;
 
-	while (*p) {
+	if (!*v)
+		return 0;
+	/* An empty entry is refused wherever it is: "/tmp:" as "/tmp::/usr". */
+	for (;;) {
 		size_t n = strcspn(p, ":");
 
 		if (n == 0 || p[0] != '/' || n >= sizeof(dir)) {
@@ -87,9 +95,10 @@ static int check_dirs(const char *v, char *why, size_t whylen)
 			snprintf(why, whylen, "%.*s is not a directory", (int)(whylen / 2), dir);
 			return -EINVAL;
 		}
-		p += n + (p[n] == ':');
+		if (!p[n])
+			return 0;
+		p += n + 1;
 	}
-	return 0;
 }
 
 /* At most a thread name's length, and no character a thread name can't hold. */
@@ -98,6 +107,10 @@ static int check_thread_prefix(const char *v, char *why, size_t whylen)
 	if (strlen(v) >= CONFIG_WORKERS_LEN) {
 		snprintf(why, whylen, "a thread name has at most %d characters",
 			 CONFIG_WORKERS_LEN - 1);
+		return -EINVAL;
+	}
+	if (!utf8_valid(v)) {
+		snprintf(why, whylen, "not UTF-8");
 		return -EINVAL;
 	}
 	for (const char *p = v; *p; p++) {
@@ -212,6 +225,8 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 	}
 	if (key == CONFIG_UNWIND && a->cpu)
 		cpu_collector_set_unwind(a->cpu, v);
+	if (key == CONFIG_MEMORY_MB)
+		profile_set_budget(v << 20);
 	if (key == CONFIG_DEMANGLE) {
 		symbolizer_set_demangle(a->syms, v);
 		if (a->cpu)

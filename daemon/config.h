@@ -20,6 +20,7 @@ enum config_key {
 	CONFIG_WORKERS,
 	CONFIG_LOCK_STACKS,
 	CONFIG_JVM_ATTACH,
+	CONFIG_MEMORY_MB,
 	CONFIG_SYNC,            /* the aggregator's URL, "" = sync off */
 	CONFIG_SYNC_INTERVAL_S,
 	CONFIG_SYNC_SPOOL_MB,

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include "collectors/cpu.h"
+#include "daemon/config.h"
 #include "daemon/value.h"
 #include "daemon/record_cmd.h"
 #include "symbols/symbols.h"
@@ -44,6 +45,7 @@
 
 struct record {
 	unsigned hz;
+	enum cpu_unwind unwind;
 	const char *dir_arg;      /* -o, or NULL for the default */
 	char **cmd;
 	char dir[4096];
@@ -59,7 +61,7 @@ struct record {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
+		"Usage: aperture record [-F HZ] [-o DIR] [--unwind fp|dwarf|auto] [--] CMD [ARGS...]\n"
 		"\n"
 		"Runs CMD, profiling it and every process it forks from its first instruction\n"
 		"(on-CPU samples with user and kernel stacks), and when it exits writes\n"
@@ -69,6 +71,10 @@ static void usage(FILE *out)
 		"  -F, --frequency HZ  samples per second per CPU, 1..%d (default %d)\n"
 		"  -o, --output DIR    where to write (created if missing; default\n"
 		"                      ./aperture-CMD-YYYYmmdd-HHMMSS)\n"
+		"      --unwind MODE   how user stacks are walked: fp (frame pointers), dwarf\n"
+		"                      (CFI, from a copy of the stack) or auto (default: dwarf\n"
+		"                      until the first samples show frame pointers give whole\n"
+		"                      stacks, as config/unwind)\n"
 		"  -h, --help          this text\n"
 		"\n"
 		"Exits with CMD's status (128+N if a signal N killed it); %d if aperture itself\n"
@@ -84,13 +90,15 @@ static int parse_args(struct record *r, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "unwind", required_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t hz;
+	uint64_t hz, unwind;
 	int c;
 
 	r->hz = RECORD_DEFAULT_HZ;
+	r->unwind = CPU_UNWIND_AUTO;
 	opterr = 0; /* getopt would name the program "record" */
 	/* '+': options end at CMD, so CMD's own options are left alone even without "--". */
 	while ((c = getopt_long(argc, argv, "+:F:o:h", longopts, NULL)) != -1) {
@@ -109,6 +117,15 @@ static int parse_args(struct record *r, int argc, char **argv)
 				return -EINVAL;
 			}
 			r->dir_arg = optarg;
+			break;
+		case 'u':
+			if (value_parse_word(optarg, strlen(optarg), config_descs[CONFIG_UNWIND].words,
+					     &unwind)) {
+				fprintf(stderr, "aperture record: --unwind %s: fp, dwarf or auto\n",
+					optarg);
+				return -EINVAL;
+			}
+			r->unwind = unwind;
 			break;
 		case 'h':
 			usage(stdout);
@@ -395,6 +412,7 @@ static int start(struct record *r)
 		fprintf(stderr, "aperture record: cpu profiling unavailable: %s\n", why);
 		return err;
 	}
+	cpu_collector_set_unwind(r->cpu, r->unwind);
 	r->profile = profile_new("samples");
 	if (!r->profile)
 		return -ENOMEM;

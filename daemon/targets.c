@@ -15,6 +15,7 @@
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "store/thread_cpu.h"
+#include "symbols/procmaps.h"
 
 struct target {
 	pid_t pid;
@@ -535,6 +536,11 @@ static int enable_locked(struct targets *ts, struct target *t, uint64_t duration
 	t->expires = duration ? now + (int64_t)duration : 0;
 	/* Like the profiles, the threads' history runs from the enable or a reset. */
 	thread_cpu_sample_locked(t, true);
+	/* Mappings we may not read: profiled all the same, as perf does, unnamed. */
+	err = procmaps_check_access(t->pid);
+	if (err)
+		target_error(t, "enable: /proc/%d/maps: %s (ptrace read access refused): "
+			     "frames are [unknown]", (int)t->pid, strerror(-err));
 	return 0;
 }
 
@@ -955,14 +961,15 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	aperture_collectors_print(t && (t->own_collectors || t->state == TARGET_ENABLED) ?
 				  t->collectors : atomic_load(&a->default_collectors), out);
 	print_collectors(a, t, out);
-	if (t) {
+	if (t)
 		collector_target_of(t, &none, t->jvm, &ct);
-		for (int i = 0; i < APERTURE_COLLECTORS; i++) {
-			struct aperture_collector *c = &a->collectors[i];
+	else
+		ct = (struct collector_target){ .pid = pid };
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
 
-			if (c->self && c->ops->target_status)
-				c->ops->target_status(c->self, &ct, t->attached & 1u << i, out);
-		}
+		if (c->self && c->ops->target_status)
+			c->ops->target_status(c->self, &ct, t && t->attached & 1u << i, out);
 	}
 	if (t && t->profiles[TARGET_PROFILE_CPU]) {
 		struct profile_snapshot *snap;
@@ -1224,21 +1231,21 @@ int targets_records(struct targets *ts, struct target_record **out, size_t *n)
 		return -ENOMEM;
 	}
 	HASH_ITER(hh, ts->by_pid, t, tmp) {
-		bool collected = t->blocking && t->sys;
+		bool collected = false;
 
-		/* profiles_ensure made them all at the first enable, or failed. */
 		for (int i = 0; i < TARGET_PROFILE_NR; i++)
-			collected = collected && t->profiles[i];
+			collected = collected || t->profiles[i];
 		if (!collected)
 			continue;
 		r[len] = (struct target_record){
 			.pid = t->pid, .start_time = t->id.start_time, .state = t->state,
-			.state_name = state_names[t->state], .jvm = t->jvm, .blocking = blocking_log_ref(t->blocking),
-			.sys = sys_table_ref(t->sys) };
+			.state_name = state_names[t->state], .jvm = t->jvm,
+			.blocking = t->blocking ? blocking_log_ref(t->blocking) : NULL,
+			.sys = t->sys ? sys_table_ref(t->sys) : NULL };
 		memcpy(r[len].comm, t->id.comm, sizeof(r[len].comm));
 		target_labels(ts, t, r[len].labels, sizeof(r[len].labels));
 		for (int i = 0; i < TARGET_PROFILE_NR; i++)
-			r[len].profiles[i] = profile_ref(t->profiles[i]);
+			r[len].profiles[i] = t->profiles[i] ? profile_ref(t->profiles[i]) : NULL;
 		len++;
 	}
 	pthread_mutex_unlock(&ts->lock);

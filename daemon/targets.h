@@ -112,13 +112,14 @@ struct target_record {
 	enum target_state state;
 	const char *state_name;  /* "enabled", ... as status says */
 	bool jvm;
-	struct profile *profiles[TARGET_PROFILE_NR]; /* referenced */
-	struct blocking_log *blocking;               /* referenced */
-	struct sys_table *sys;                       /* referenced */
+	/* Referenced; NULL for what it never collected. */
+	struct profile *profiles[TARGET_PROFILE_NR];
+	struct blocking_log *blocking;
+	struct sys_table *sys;
 	char labels[1024];       /* the node's and the rules', "k=v k=v" */
 };
 
-/* Every record that collected (was enabled once), by pid ascending. Free with
+/* Every record that collected (has a profile), by pid ascending. Free with
  * targets_records_free. 0 or -ENOMEM. */
 int targets_records(struct targets *ts, struct target_record **out, size_t *n);
 void targets_records_free(struct target_record *r, size_t n);

@@ -37,11 +37,13 @@ int target_threads_busy(struct aperture *a, pid_t pid, FILE *out)
 
 	if (err)
 		return err == -ESRCH ? 0 : err;
-	/* The target's window from the history kept while enabled; without one, a short look. */
+	/* The target's window from the history kept while enabled; without one, each thread's
+	 * CPU time since it started: a read never waits to sample (grep -r, du, ls -lR stat and
+	 * open every file). */
 	err = targets_threads_busy(a->targets, pid, &l);
 	if (err == -ENOENT) {
 		threads_free(&l);
-		err = threads_read_busy(pid, THREADS_BUSY_INTERVAL_MS, &l);
+		err = threads_read_since_start(pid, &l);
 		if (err)
 			return err == -ESRCH ? 0 : err;
 	} else if (err) {

@@ -17,9 +17,6 @@ enum thread_file {
 	THREAD_FILE_CPU_US,
 };
 
-/* How long threads/busy watches the threads' CPU time. */
-#define THREADS_BUSY_INTERVAL_MS 250
-
 /* Each returns 0 (nothing written for a process that is gone) or a negative errno. */
 /* threads/busy: CPU used in the target's window (the kernel's per-thread accounting) for
  * every process; an attached JVM's threads named by Java, with stacks. */

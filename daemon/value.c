@@ -14,12 +14,16 @@ static int value_body(const char *buf, size_t len, size_t *body_len)
 	return 0;
 }
 
-/* Leading decimal digits of buf[0..len) into *out; returns how many, or -ERANGE on overflow. */
+/* Leading decimal digits of buf[0..len) into *out; returns how many, -ERANGE on overflow,
+ * or -EINVAL for a leading zero: a number is written as printf writes it, "0" alone or from
+ * 1 on, the same rule for every control (5,000 zeros before a 5 are not a 5). */
 static int parse_digits(const char *buf, size_t len, uint64_t *out)
 {
 	uint64_t v = 0;
 	size_t i;
 
+	if (len > 1 && buf[0] == '0' && buf[1] >= '0' && buf[1] <= '9')
+		return -EINVAL;
 	for (i = 0; i < len && buf[i] >= '0' && buf[i] <= '9'; i++) {
 		unsigned d = buf[i] - '0';
 
@@ -41,6 +45,8 @@ int value_parse_uint(const char *buf, size_t len, uint64_t min, uint64_t max, ui
 	if (err)
 		return err;
 	digits = parse_digits(buf, n, &v);
+	if (digits == -EINVAL)
+		return -EINVAL;
 	if (digits == -ERANGE) {
 		/* An overflowing number is still well-formed if it is all digits. */
 		for (size_t i = 0; i < n; i++)

@@ -6,7 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Unsigned decimal integer in [min, max]. -EINVAL if malformed, -ERANGE if outside. */
+/* Unsigned decimal integer in [min, max], no leading zero ("0" itself is a number).
+ * -EINVAL if malformed, -ERANGE if outside. */
 int value_parse_uint(const char *buf, size_t len, uint64_t min, uint64_t max, uint64_t *out);
 
 /* One of words (NULL-terminated): *out is its index. -EINVAL if none matches. */
@@ -14,7 +15,8 @@ int value_parse_word(const char *buf, size_t len, const char *const *words, uint
 
 #define ENABLE_MAX_DURATION_S (7 * 24 * 3600)
 
-/* What `enable` accepts: "0", "1", or a duration "<N>s|m|h|d" from 1s to 7d.
+/* What `enable` accepts: "0", "1", or a duration "<N>s|m|h|d" from 1s to 7d, N without a
+ * leading zero.
  * *duration_s is 0 for "0" and "1" (no expiry). -EINVAL if malformed, -ERANGE if the
  * duration is 0 or longer than ENABLE_MAX_DURATION_S. */
 int value_parse_enable(const char *buf, size_t len, int *on, uint64_t *duration_s);

@@ -15,9 +15,9 @@ struct fs_options {
 	bool foreground;
 };
 
-/* Mounts the live daemon's tree, first recovering a mount point left stale by a killed daemon ("Transport
- * endpoint is not connected") and making the directory if missing. -EBUSY if a live
- * aperture is mounted there already. */
+/* Mounts the live daemon's tree, first recovering a mount point left stale by a killed
+ * daemon ("Transport endpoint is not connected") and making the directory if missing.
+ * -EBUSY if a live aperture is mounted there already. */
 int fs_mount(struct aperture *a, const struct fs_options *opt, struct fs **out);
 /* The same for another source's tree (t must outlive the mount). */
 int fs_mount_tree(const struct tree *t, const struct fs_options *opt, struct fs **out);

@@ -224,8 +224,8 @@ static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *ou
 
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
        N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
-       N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS, N_JVM_ATTACH, N_SYNC, N_SYNC_INTERVAL,
-       N_SYNC_SPOOL, N_COLLECTORS, N_RULES, N_MAX_TARGETS, N_LABELS };
+       N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS, N_JVM_ATTACH, N_MEMORY_MB,
+       N_SYNC, N_SYNC_INTERVAL, N_SYNC_SPOOL, N_COLLECTORS, N_RULES, N_MAX_TARGETS, N_LABELS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -267,6 +267,8 @@ const struct node fs_nodes[] = {
 	[N_JVM_ATTACH] = { .name = "jvm_attach", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			   .render = render_config, .write = write_config,
 			   .arg = CONFIG_JVM_ATTACH },
+	[N_MEMORY_MB] = { .name = "memory_mb", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			  .render = render_config, .write = write_config, .arg = CONFIG_MEMORY_MB },
 	[N_SYNC] = { .name = "sync", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 		     .render = render_config, .write = write_config, .arg = CONFIG_SYNC },
 	[N_SYNC_INTERVAL] = { .name = "sync_interval_s", .mode = S_IFREG | 0644,

@@ -2,10 +2,13 @@
  * another thread: slow renders go to the render pool and free the FUSE worker at once. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "daemon/pidns.h"
+#include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "fs/fs_internal.h"
 
@@ -13,12 +16,20 @@
  * render, so its attributes are never cached. */
 #define DIR_TIMEOUT_S 1.0
 
+/* The longest value a control file takes, newline included. A write() longer than FUSE's
+ * max_write (128 KiB and more) reaches us as several WRITE requests; its first is longer than
+ * this, so it fails, and the kernel fails the whole write() with its error. */
+#define CONTROL_VALUE_MAX 4096
+
 struct open_file {
 	struct handle h;
 	struct fs *fs;
 	struct node_ref ref;
 	struct snapshot *snap; /* NULL when opened only for writing */
 	pid_t opener;
+	/* Where the last value written through this open ended: the offset at which the next
+	 * write() of it arrives. */
+	_Atomic off_t next_write;
 };
 
 struct dir_listing {
@@ -404,6 +415,31 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	handle_put(of ? &of->h : NULL);
 }
 
+/* 0, or -EFBIG for a value too long to be one, -EINVAL for a piece of a split write(); the
+ * live daemon's /status says why, naming the file. */
+static int write_fits(struct fs *fs, const struct node_ref *ref, size_t size, off_t off,
+		      off_t next_write)
+{
+	struct aperture *a = fs->tree->a;
+	char where[32] = "";
+
+	if (ref->pid)
+		snprintf(where, sizeof(where), "targets/%d/", (int)ref->pid);
+	if (size > CONTROL_VALUE_MAX) {
+		if (a)
+			aperture_set_error(a, "%s%s: a value is at most %d bytes", where,
+					   ref->node->name, CONTROL_VALUE_MAX);
+		return -EFBIG;
+	}
+	if (off != 0 && off != next_write) {
+		if (a)
+			aperture_set_error(a, "%s%s: a write at offset %lld is not a whole value",
+					   where, ref->node->name, (long long)off);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -415,14 +451,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	/* One value per write(): the write itself fails when the value is bad. A file that
-	 * holds lines (config/rules) takes the later writes of one open as more of its text. */
+	/* One value per write(): the write itself fails when the value is bad. A WRITE at any
+	 * other offset than the start or where the last value ended is a later piece of one
+	 * write(), sent (maybe at once, with async direct I/O) beside its refused first. A file
+	 * that holds lines (config/rules) takes the later writes of one open as more of its
+	 * text. */
+	err = write_fits(fs, &of->ref, size, off, atomic_load(&of->next_write));
 	of->ref.write_offset = off;
-	err = of->ref.node->write(fs->tree->a, &of->ref, buf, size);
-	if (err)
+	if (!err)
+		err = of->ref.node->write(fs->tree->a, &of->ref, buf, size);
+	if (err) {
 		fuse_reply_err(req, -err);
-	else
+	} else {
+		atomic_store(&of->next_write, off + size);
 		fuse_reply_write(req, size);
+	}
 	handle_put(&of->h);
 }
 
@@ -524,6 +567,47 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+/* The tree's names are the daemon's: nothing is made, removed or renamed from outside.
+ * EPERM, as /sys answers, tells tools (mkdir, rm, mv, ln, touch) it is not allowed, where
+ * the default ENOSYS reads as a broken filesystem. */
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_remove(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EPERM);
+}
+
 const struct fuse_lowlevel_ops fs_ops = {
 	.lookup = op_lookup,
 	.getattr = op_getattr,
@@ -536,4 +620,12 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.releasedir = op_releasedir,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_remove,
+	.rmdir = op_remove,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.create = op_create,
 };

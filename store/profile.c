@@ -6,13 +6,24 @@
  * into them: under the lock it copies only the counts and the id -> name pointer array, and
  * it keeps the profile alive with a reference.
  *
- * Second s of the history lives in ring[s % PROFILE_HISTORY_S]. A slot is emptied when the
- * newest second moves past it, so a non-empty slot always holds a second of the window
- * (newest - PROFILE_HISTORY_S, newest] and late data finds its second's slot, or none. */
+ * Second s of the history lives in ring[s % PROFILE_HISTORY_S] while it is one of the last
+ * FINE_S seconds. A slot is emptied when the newest second moves past it, so a non-empty slot
+ * always holds a second of the window (newest - PROFILE_HISTORY_S, newest] and late data
+ * finds its second's slot, or none. Once all of a group of COARSE_S seconds are older than
+ * that, they are merged into one bucket of coarse[], and go with the group's first second:
+ * the history costs one bucket per COARSE_S seconds beyond the last minute.
+ *
+ * Memory: every profile counts what it holds in one daemon-wide total. Past the budget
+ * (profile_set_budget), or past PROFILE_MAX_STACKS in one profile, a new stack is counted in
+ * THREAD;[other stacks] and a new frame name becomes [other frames]: totals stay exact, and
+ * only what was known before is told apart. Freed memory goes back to the system
+ * (malloc_trim) once enough of it was freed. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +36,15 @@
 #include "store/profile.h"
 
 #define NO_SEC INT64_MIN
+#define FINE_S 60
+#define COARSE_S 10
+#define COARSE_N (PROFILE_HISTORY_S / COARSE_S)
+/* Freed by profiles since the last malloc_trim: trimming walks the heap, so not each time. */
+#define TRIM_AFTER_BYTES (1u << 20)
+
+static atomic_size_t store_bytes;
+static atomic_size_t store_budget = SIZE_MAX;
+static atomic_size_t freed_since_trim;
 
 struct frame {
 	UT_hash_handle hh;
@@ -54,6 +74,10 @@ struct bucket {
 	uint32_t n, cap;
 };
 
+/* Read, never written: most profiles of a target (a native process's JVM ones) never get a
+ * count, and a ring of their own would cost each 14 KiB. */
+static struct bucket empty_ring[PROFILE_HISTORY_S];
+
 struct profile {
 	atomic_int refs;
 	pthread_mutex_t lock;
@@ -71,10 +95,49 @@ struct profile {
 	uint64_t *totals;      /* stack id -> count since made or reset */
 	size_t nstacks, stacks_cap;
 	size_t interned_bytes; /* of the frames and stacks themselves */
+	size_t bytes;          /* counted in store_bytes */
+	uint64_t other;        /* counts that went to [other stacks] */
 
 	int64_t newest; /* newest second added since made or reset, or NO_SEC */
-	struct bucket ring[PROFILE_HISTORY_S];
+	/* Groups of COARSE_S seconds before this one are in coarse[]; NO_SEC with newest. */
+	int64_t coarse_until;
+	struct bucket *ring; /* PROFILE_HISTORY_S of them, empty_ring until the first count */
+	struct bucket coarse[COARSE_N]; /* group g in coarse[g / COARSE_S % COARSE_N] */
 };
+
+/* Memory p holds changed by delta bytes. */
+static void account(struct profile *p, ssize_t delta)
+{
+	p->bytes += delta;
+	atomic_fetch_add_explicit(&store_bytes, delta, memory_order_relaxed);
+}
+
+static bool over_budget(void)
+{
+	return atomic_load_explicit(&store_bytes, memory_order_relaxed) >=
+	       atomic_load_explicit(&store_budget, memory_order_relaxed);
+}
+
+void profile_set_budget(size_t bytes)
+{
+	atomic_store(&store_budget, bytes);
+}
+
+size_t profile_store_bytes(void)
+{
+	return atomic_load(&store_bytes);
+}
+
+/* After a large free, or the last profile's: hand the pages back, so the daemon shrinks
+ * when targets go. Smaller frees are left for the profiles still there to reuse. */
+static void freed(size_t bytes)
+{
+	if (atomic_fetch_add(&freed_since_trim, bytes) + bytes >= TRIM_AFTER_BYTES ||
+	    !atomic_load(&store_bytes)) {
+		atomic_store(&freed_since_trim, 0);
+		malloc_trim(0);
+	}
+}
 
 static int64_t now_sec(void)
 {
@@ -104,6 +167,9 @@ struct profile *profile_new(const char *unit)
 	pthread_mutex_init(&p->lock, NULL);
 	p->since = now_sec();
 	p->newest = NO_SEC;
+	p->coarse_until = NO_SEC;
+	p->ring = empty_ring;
+	account(p, sizeof(*p));
 	return p;
 }
 
@@ -128,14 +194,20 @@ static void profile_free(struct profile *p)
 		HASH_DEL(p->stack_index, st);
 		free(st);
 	}
-	for (i = 0; i < PROFILE_HISTORY_S; i++)
+	for (i = 0; p->ring != empty_ring && i < PROFILE_HISTORY_S; i++)
 		free(p->ring[i].entries);
+	if (p->ring != empty_ring)
+		free(p->ring);
+	for (i = 0; i < COARSE_N; i++)
+		free(p->coarse[i].entries);
 	free(p->names);
 	free(p->infos);
 	free(p->stacks);
 	free(p->totals);
 	free(p->unit);
 	pthread_mutex_destroy(&p->lock);
+	atomic_fetch_sub(&store_bytes, p->bytes);
+	freed(p->bytes);
 	free(p);
 }
 
@@ -168,6 +240,7 @@ static int frame_insert(struct profile *p, const char *name, size_t len, struct 
 		if (!infos)
 			return -ENOMEM;
 		p->infos = infos;
+		account(p, (cap - p->names_cap) * (sizeof(*names) + sizeof(*infos)));
 		p->names_cap = cap;
 	}
 	f = malloc(sizeof(*f) + len + 1);
@@ -184,8 +257,39 @@ static int frame_insert(struct profile *p, const char *name, size_t len, struct 
 	p->infos[p->nnames] = NULL;
 	p->names[p->nnames++] = f->name;
 	p->interned_bytes += sizeof(*f) + len + 1;
+	account(p, sizeof(*f) + len + 1);
 	*out = f;
 	return 0;
+}
+
+static const char other_frames[] = "[other frames]";
+static const char other_stacks[] = "[other stacks]";
+
+/* The frame called name, interned now if new: past the budget, a new name is counted as
+ * [other frames]. */
+static int frame_find_or_insert(struct profile *p, const char *name, size_t len,
+				struct frame **out)
+{
+	HASH_FIND(hh, p->frame_index, name, len, *out);
+	if (*out)
+		return 0;
+	if (over_budget()) {
+		name = other_frames;
+		len = sizeof(other_frames) - 1;
+		HASH_FIND(hh, p->frame_index, name, len, *out);
+		if (*out)
+			return 0;
+	}
+	return frame_insert(p, name, len, out);
+}
+
+/* A frame of the store's own (a name without unsafe characters), whatever the budget. */
+static int frame_insert_once(struct profile *p, const char *name, struct frame **out)
+{
+	size_t len = strlen(name);
+
+	HASH_FIND(hh, p->frame_index, name, len, *out);
+	return *out ? 0 : frame_insert(p, name, len, out);
 }
 
 static size_t opt_len(const char *s)
@@ -251,16 +355,17 @@ int profile_frame_id_info(struct profile *p, const char *name, const struct fram
 	}
 
 	pthread_mutex_lock(&p->lock);
-	HASH_FIND(hh, p->frame_index, name, len, f);
-	if (!f)
-		err = frame_insert(p, name, len, &f);
+	err = frame_find_or_insert(p, name, len, &f);
 	if (!err && info && !f->info) {
 		/* Without its info the frame is still usable: only an error if it can't be kept. */
 		f->info = frame_info_dup(info);
 		if (f->info) {
+			size_t len = sizeof(*f->info) + opt_len(info->file) +
+				     opt_len(info->module) + opt_len(info->build_id);
+
 			p->infos[f->id] = f->info;
-			p->interned_bytes += sizeof(*f->info) + opt_len(info->file) +
-					     opt_len(info->module) + opt_len(info->build_id);
+			p->interned_bytes += len;
+			account(p, len);
 		} else {
 			err = -ENOMEM;
 		}
@@ -308,6 +413,7 @@ static int stack_insert(struct profile *p, const uint32_t *frames, size_t depth,
 		if (!totals)
 			return -ENOMEM;
 		p->totals = totals;
+		account(p, (cap - p->stacks_cap) * (sizeof(*stacks) + sizeof(*totals)));
 		p->stacks_cap = cap;
 	}
 	st = malloc(sizeof(*st) + key_len);
@@ -326,6 +432,8 @@ static int stack_insert(struct profile *p, const uint32_t *frames, size_t depth,
 	p->totals[p->nstacks] = 0;
 	p->nstacks++;
 	p->interned_bytes += sizeof(*st) + key_len;
+	/* and about a hash bucket's share */
+	account(p, sizeof(*st) + key_len + sizeof(UT_hash_bucket));
 	*out = st;
 	return 0;
 }
@@ -337,37 +445,27 @@ static struct bucket *slot(struct profile *p, int64_t sec)
 	return &p->ring[i < 0 ? i + PROFILE_HISTORY_S : i];
 }
 
-/* The bucket of second sec, or NULL if sec is already out of the window. */
-static struct bucket *bucket_of(struct profile *p, int64_t sec)
+static int64_t group_of(int64_t sec)
 {
-	uint64_t gap, i;
-	struct bucket *b;
-
-	if (p->newest == NO_SEC) {
-		p->newest = sec;
-	} else if (sec > p->newest) {
-		/* The slots of the seconds newest+1..sec hold seconds now out of the window. */
-		gap = (uint64_t)sec - (uint64_t)p->newest;
-		for (i = 0; i < gap && i < PROFILE_HISTORY_S; i++)
-			slot(p, sec - i)->n = 0;
-		p->newest = sec;
-	} else if ((uint64_t)p->newest - (uint64_t)sec >= PROFILE_HISTORY_S) {
-		return NULL;
-	}
-	b = slot(p, sec);
-	if (!b->n)
-		b->sec = sec;
-	return b;
+	return sec - ((sec % COARSE_S) + COARSE_S) % COARSE_S;
 }
 
-static int bucket_add(struct bucket *b, struct stack *st, uint64_t count)
+static void bucket_free(struct profile *p, struct bucket *b)
+{
+	account(p, -(ssize_t)(b->cap * sizeof(*b->entries)));
+	free(b->entries);
+	*b = (struct bucket){0};
+}
+
+static int bucket_add(struct profile *p, struct bucket *b, struct stack *st, uint64_t count)
 {
 	if (st->hint < b->n && b->entries[st->hint].stack == st->id) {
 		b->entries[st->hint].count += count;
 		return 0;
 	}
 	if (b->n == b->cap) {
-		size_t cap = next_cap(b->cap);
+		/* Most seconds of most targets hold a few stacks: start small. */
+		size_t cap = b->cap ? 2 * b->cap : 4;
 		struct bucket_entry *entries;
 
 		if (cap > UINT32_MAX)
@@ -375,6 +473,7 @@ static int bucket_add(struct bucket *b, struct stack *st, uint64_t count)
 		entries = reallocarray(b->entries, cap, sizeof(*entries));
 		if (!entries)
 			return -ENOMEM;
+		account(p, (cap - b->cap) * sizeof(*entries));
 		b->entries = entries;
 		b->cap = cap;
 	}
@@ -383,33 +482,137 @@ static int bucket_add(struct bucket *b, struct stack *st, uint64_t count)
 	return 0;
 }
 
+/* The coarse bucket of group g, emptied first if it still holds an older group. */
+static struct bucket *coarse_of(struct profile *p, int64_t g)
+{
+	int64_t i = (g / COARSE_S) % COARSE_N;
+	struct bucket *b = &p->coarse[i < 0 ? i + COARSE_N : i];
+
+	if (b->n && b->sec != g)
+		b->n = 0;
+	if (!b->n)
+		b->sec = g;
+	return b;
+}
+
+/* Merges the seconds of group g into its coarse bucket and frees their buckets. Out of
+ * memory, the counts the coarse bucket could not take are lost to windows (not to totals). */
+static void coarsen(struct profile *p, int64_t g)
+{
+	struct bucket *dst = coarse_of(p, g);
+
+	for (int64_t sec = g; sec < g + COARSE_S; sec++) {
+		struct bucket *b = slot(p, sec);
+
+		if (!b->n || b->sec != sec) {
+			if (!b->n && b->cap)
+				bucket_free(p, b);
+			continue;
+		}
+		for (uint32_t j = 0; j < b->n; j++)
+			bucket_add(p, dst, p->stacks[b->entries[j].stack], b->entries[j].count);
+		bucket_free(p, b);
+	}
+}
+
+/* The newest second is now sec: the slots of newest+1..sec hold seconds now out of the
+ * window, and whole groups older than the last FINE_S seconds are merged. */
+static void advance(struct profile *p, int64_t sec)
+{
+	uint64_t gap = (uint64_t)sec - (uint64_t)p->newest, i;
+	int64_t oldest = group_of(sec - PROFILE_HISTORY_S + 1);
+
+	for (i = 0; i < gap && i < PROFILE_HISTORY_S; i++)
+		slot(p, sec - i)->n = 0;
+	p->newest = sec;
+	if (p->coarse_until < oldest)
+		p->coarse_until = oldest;
+	for (; p->coarse_until + COARSE_S <= sec - FINE_S + 1; p->coarse_until += COARSE_S)
+		coarsen(p, p->coarse_until);
+}
+
+/* The bucket of second sec, or NULL if sec is already out of the window. */
+static struct bucket *bucket_of(struct profile *p, int64_t sec)
+{
+	struct bucket *b;
+
+	if (p->ring == empty_ring) {
+		/* Out of memory, the count goes to the totals only. */
+		b = calloc(PROFILE_HISTORY_S, sizeof(*b));
+		if (!b)
+			return NULL;
+		p->ring = b;
+		account(p, PROFILE_HISTORY_S * sizeof(*b));
+	}
+	if (p->newest == NO_SEC) {
+		p->newest = sec;
+		p->coarse_until = group_of(sec);
+	} else if (sec > p->newest) {
+		advance(p, sec);
+	} else if ((uint64_t)p->newest - (uint64_t)sec >= PROFILE_HISTORY_S) {
+		return NULL;
+	}
+	if (sec < p->coarse_until)
+		return group_of(sec) > p->newest - PROFILE_HISTORY_S ? coarse_of(p, group_of(sec))
+								      : NULL;
+	b = slot(p, sec);
+	if (!b->n)
+		b->sec = sec;
+	return b;
+}
+
+/* The stack to count frames in: itself, or past the budget or the cap THREAD;[other stacks]
+ * (frames[0] being the thread), and then *other is set. */
+static int stack_for(struct profile *p, const uint32_t *frames, size_t depth,
+		     struct stack **out, bool *other)
+{
+	uint32_t key[2];
+	struct frame *f;
+	int err;
+
+	*other = false;
+	HASH_FIND(hh, p->stack_index, frames, depth * sizeof(*frames), *out);
+	if (*out)
+		return 0;
+	if (p->nstacks < PROFILE_MAX_STACKS && !over_budget())
+		return stack_insert(p, frames, depth, out);
+	if (frames[0] >= p->nnames)
+		return -EINVAL;
+	err = frame_insert_once(p, other_stacks, &f);
+	if (err)
+		return err;
+	key[0] = frames[0];
+	key[1] = f->id;
+	*other = true;
+	HASH_FIND(hh, p->stack_index, key, sizeof(key), *out);
+	return *out ? 0 : stack_insert(p, key, 2, out);
+}
+
 int profile_add(struct profile *p, int64_t sec, const uint32_t *frames, size_t depth,
 		uint64_t count)
 {
 	struct bucket *b;
 	struct stack *st;
+	bool other;
 	int err = 0;
 
 	if (depth == 0 || depth > UINT_MAX / sizeof(*frames))
 		return -EINVAL;
 
 	pthread_mutex_lock(&p->lock);
-	HASH_FIND(hh, p->stack_index, frames, depth * sizeof(*frames), st);
-	if (!st) {
-		err = stack_insert(p, frames, depth, &st);
-		if (err)
-			goto out;
-	}
-	if (!count)
+	err = stack_for(p, frames, depth, &st, &other);
+	if (err || !count)
 		goto out;
 	b = bucket_of(p, sec);
 	if (b) {
-		err = bucket_add(b, st, count);
+		err = bucket_add(p, b, st, count);
 		if (err)
 			goto out;
 	}
 	p->totals[st->id] += count;
 	p->total += count;
+	if (other)
+		p->other += count;
 out:
 	pthread_mutex_unlock(&p->lock);
 	return err;
@@ -424,29 +627,42 @@ void profile_reset(struct profile *p)
 	if (p->nstacks)
 		memset(p->totals, 0, p->nstacks * sizeof(*p->totals));
 	p->total = 0;
-	for (i = 0; i < PROFILE_HISTORY_S; i++) {
-		free(p->ring[i].entries);
-		p->ring[i] = (struct bucket){};
+	p->other = 0;
+	if (p->ring != empty_ring) {
+		for (i = 0; i < PROFILE_HISTORY_S; i++)
+			bucket_free(p, &p->ring[i]);
+		free(p->ring);
+		account(p, -(ssize_t)(PROFILE_HISTORY_S * sizeof(*p->ring)));
+		p->ring = empty_ring;
 	}
+	for (i = 0; i < COARSE_N; i++)
+		bucket_free(p, &p->coarse[i]);
 	p->newest = NO_SEC;
+	p->coarse_until = NO_SEC;
 	p->since = now_sec();
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Sums the buckets from second since on into counts, indexed by stack id. */
+static void sum_bucket(const struct bucket *b, int64_t since, int64_t expired,
+		       uint64_t *counts)
+{
+	if (!b->n || b->sec < since || b->sec <= expired)
+		return;
+	for (uint32_t j = 0; j < b->n; j++)
+		counts[b->entries[j].stack] += b->entries[j].count;
+}
+
+/* Sums the buckets from second since on into counts, indexed by stack id. A coarse bucket
+ * counts if its group starts at since or later. */
 static void sum_window(struct profile *p, int64_t since, uint64_t *counts)
 {
-	const struct bucket *b;
-	uint32_t j;
+	int64_t expired = p->newest == NO_SEC ? NO_SEC : p->newest - PROFILE_HISTORY_S;
 	size_t i;
 
-	for (i = 0; i < PROFILE_HISTORY_S; i++) {
-		b = &p->ring[i];
-		if (!b->n || b->sec < since)
-			continue;
-		for (j = 0; j < b->n; j++)
-			counts[b->entries[j].stack] += b->entries[j].count;
-	}
+	for (i = 0; i < PROFILE_HISTORY_S; i++)
+		sum_bucket(&p->ring[i], since, expired, counts);
+	for (i = 0; i < COARSE_N; i++)
+		sum_bucket(&p->coarse[i], since, expired, counts);
 }
 
 int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapshot **out)
@@ -569,12 +785,17 @@ void profile_get_stats(struct profile *p, struct profile_stats *out)
 	bytes += p->stacks_cap * (sizeof(*p->stacks) + sizeof(*p->totals));
 	bytes += table_bytes(p->frame_index ? p->frame_index->hh.tbl : NULL);
 	bytes += table_bytes(p->stack_index ? p->stack_index->hh.tbl : NULL);
+	if (p->ring != empty_ring)
+		bytes += PROFILE_HISTORY_S * sizeof(*p->ring);
 	for (i = 0; i < PROFILE_HISTORY_S; i++)
 		bytes += p->ring[i].cap * sizeof(struct bucket_entry);
+	for (i = 0; i < COARSE_N; i++)
+		bytes += p->coarse[i].cap * sizeof(struct bucket_entry);
 	*out = (struct profile_stats){
 		.frames = p->nnames,
 		.stacks = p->nstacks,
 		.total = p->total,
+		.other = p->other,
 		.bytes = bytes,
 	};
 	pthread_mutex_unlock(&p->lock);

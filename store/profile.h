@@ -3,8 +3,9 @@
  * A profile holds the counts of one kind (cpu samples; later off-CPU microseconds, lock waits,
  * ...) of one target, by stack. A stack is a sequence of interned frame names, root first,
  * frame 0 being the thread's name. Counts are kept twice: a total since the profile was made
- * or reset, and per-second buckets for the last PROFILE_HISTORY_S seconds, so a view can show
- * "the last N seconds" and remote sync can ship what changed.
+ * or reset, and buckets for the last PROFILE_HISTORY_S seconds, one per second for the last
+ * minute and one per 10 seconds before, so a view can show "the last N seconds" and remote
+ * sync can ship what changed.
  *
  * One writer (a collector) and any number of readers (views, on FUSE threads) may use a
  * profile at once. Profiles are refcounted: a snapshot holds a reference, so a target that is
@@ -16,6 +17,8 @@
 #include <stdint.h>
 
 #define PROFILE_HISTORY_S 600
+/* Distinct stacks one profile tells apart; more are counted in THREAD;[other stacks]. */
+#define PROFILE_MAX_STACKS 65536
 
 struct profile;
 
@@ -74,7 +77,8 @@ struct profile_snapshot {
 };
 
 /* since_sec <= 0: everything since the profile was made or reset. Otherwise the sum of the
- * buckets from second since_sec on (older than PROFILE_HISTORY_S seconds is not kept).
+ * buckets from second since_sec on (older than PROFILE_HISTORY_S seconds is not kept; more
+ * than a minute back, whole 10-second buckets that start at since_sec or later).
  * Returns 0 or -ENOMEM. */
 int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapshot **out);
 void profile_snapshot_free(struct profile_snapshot *s);
@@ -85,10 +89,17 @@ struct profile_stats {
 	size_t frames;   /* interned frame names */
 	size_t stacks;   /* interned stacks */
 	uint64_t total;  /* counts since made or reset */
+	uint64_t other;  /* of which in [other stacks]: new stacks past the budget or the cap */
 	size_t bytes;    /* memory held, roughly */
 };
 void profile_get_stats(struct profile *p, struct profile_stats *out);
 
+/* The memory all profiles together may hold, in bytes (default: no limit). Past it, new
+ * stacks are counted in THREAD;[other stacks] and new frame names as [other frames]; what
+ * is known goes on being counted as itself, and totals stay exact. */
+void profile_set_budget(size_t bytes);
+/* The memory all profiles hold now, as counted against the budget. */
+size_t profile_store_bytes(void);
 /* The per-second counts of the seconds in [from, until), for remote sync: what changed since
  * the seconds it shipped last. Seconds older than the per-second history are gone. */
 struct profile_second_count {

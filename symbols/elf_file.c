@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,13 +32,31 @@ struct elf_sym {
 	uint64_t addr;		/* first: see addr_table.h */
 	uint64_t end;		/* exclusive; for a sizeless symbol the next symbol or section end */
 	uint64_t reach;		/* the largest end of any sized symbol up to this one */
-	const char *name;	/* in libelf's string table, alive as long as dwfl */
+	const char *name;	/* in libelf's string table or in names, alive as long as f */
 	bool sized;
+	bool compat;		/* a non-default symbol version (name@VERSION, one '@') */
 	enum alias_binding bind;
 };
 
+/* Names made here (cleaned, or PLT entries'), in blocks that never move. */
+struct name_block {
+	struct name_block *next;
+	size_t used, size;
+	char data[];
+};
+
+/* Where a compile unit's code is, for files without .debug_aranges. */
+struct cu_range {
+	uint64_t lo;		/* first: see addr_table.h */
+	uint64_t hi;
+	Dwarf_Off die;
+};
+
 struct elf_file {
-	pthread_mutex_t dwarf_lock; /* DWARF lookups: libdw reads it in lazily */
+	pthread_mutex_t dwarf_lock; /* DWARF lookups: libdw reads it in lazily; and cus */
+	struct cu_range *cus;	/* sorted by lo; made at the first lookup libdw can't answer */
+	size_t ncus;
+	bool cus_made;
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	struct elf_file_key key;
@@ -45,6 +64,7 @@ struct elf_file {
 	size_t nloads;
 	struct elf_sym *syms;	/* sorted by addr, one per address */
 	size_t nsyms;
+	struct name_block *names;
 };
 
 /* The file itself is always reported with an fd, so find_elf is never asked. */
@@ -165,6 +185,13 @@ void elf_file_free(struct elf_file *f)
 	free((void *)f->key.build_id);
 	free(f->loads);
 	free(f->syms);
+	free(f->cus);
+	while (f->names) {
+		struct name_block *next = f->names->next;
+
+		free(f->names);
+		f->names = next;
+	}
 	pthread_mutex_destroy(&f->dwarf_lock);
 	free(f);
 }
@@ -219,8 +246,8 @@ static bool is_code(const GElf_Sym *sym, GElf_Word shndx, Elf *elf, Dwarf_Addr b
 	return true;
 }
 
-/* By address; at one address a sized symbol first, then the better alias first, so dedup
- * keeps the first of each address. */
+/* By address; at one address a sized symbol first, then one that is not a compat version,
+ * then the better alias first, so dedup keeps the first of each address. */
 static int sym_cmp(const void *pa, const void *pb)
 {
 	const struct elf_sym *a = pa, *b = pb;
@@ -229,6 +256,8 @@ static int sym_cmp(const void *pa, const void *pb)
 		return a->addr < b->addr ? -1 : 1;
 	if (a->sized != b->sized)
 		return a->sized ? -1 : 1;
+	if (a->compat != b->compat)
+		return a->compat ? 1 : -1;
 	return alias_cmp(a->name, a->bind, b->name, b->bind);
 }
 
@@ -250,16 +279,143 @@ static void finish_table(struct elf_file *f)
 	}
 }
 
+/* A copy of len bytes of name followed by suffix, kept as long as f; NULL without memory. */
+static const char *keep_name(struct elf_file *f, const char *name, size_t len,
+			     const char *suffix)
+{
+	size_t need = len + strlen(suffix) + 1;
+	struct name_block *b = f->names;
+	char *out;
+
+	if (!b || b->size - b->used < need) {
+		size_t size = need > 16384 ? need : 16384;
+
+		b = malloc(sizeof(*b) + size);
+		if (!b)
+			return NULL;
+		b->next = f->names;
+		b->used = 0;
+		b->size = size;
+		f->names = b;
+	}
+	out = b->data + b->used;
+	memcpy(out, name, len);
+	strcpy(out + len, suffix);
+	b->used += need;
+	return out;
+}
+
+/* A symbol's name as perf shows it: without its version (__libc_start_main@@GLIBC_2.34,
+ * llseek@GLIBC_2.2.5: *compat is set for the one-'@' form, a compat alias that yields to a
+ * default name at the same address) and without the .lto_priv.N that GCC's LTO gives static
+ * functions. .isra.N, .constprop.N, .part.N and .cold stay, as perf keeps them: each is
+ * another body of the function. NULL without memory. */
+static const char *clean_name(struct elf_file *f, const char *raw, bool *compat)
+{
+	static const char lto[] = ".lto_priv.";
+	const char *at = strchr(raw, '@'), *cut = strstr(raw, lto), *rest = "";
+	size_t len = at ? (size_t)(at - raw) : strlen(raw);
+	char tail[64];
+
+	*compat = at && at[1] != '@';
+	if (cut && (size_t)(cut - raw) < len) {
+		rest = cut + sizeof(lto) - 1;
+		rest += strspn(rest, "0123456789");
+		/* What follows the number (.cold), up to the version. */
+		snprintf(tail, sizeof(tail), "%.*s", (int)(raw + len - rest), rest);
+		rest = tail;
+		len = cut - raw;
+	}
+	if (!at && !cut)
+		return raw;
+	return keep_name(f, raw, len, rest);
+}
+
+/* x86-64 PLT entries are 16 bytes; .plt begins with one that calls the dynamic linker. */
+#define PLT_ENTRY_SIZE 16
+
+static Elf_Scn *find_section(Elf *elf, size_t shstrndx, const char *name, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+
+		if (gelf_getshdr(scn, sh) && (n = elf_strptr(elf, shstrndx, sh->sh_name)) &&
+		    !strcmp(n, name))
+			return scn;
+	}
+	return NULL;
+}
+
+/* Symbols for the PLT entries, as perf synthesizes them: the i-th relocation of .rela.plt
+ * names the i-th entry of .plt.sec (IBT builds), else the (i+1)-th of .plt, NAME@plt. A
+ * sample in a stub then reads memcpy@plt rather than FILE+0xOFFSET. Returns 0 or -ENOMEM;
+ * a file without them is not an error. */
+static int add_plt_symbols(struct elf_file *f, Elf *elf)
+{
+	GElf_Shdr rela_sh, plt_sh, dynsym_sh;
+	Elf_Data *rela_data, *dynsym_data;
+	Elf_Scn *rela, *plt, *dynsym;
+	uint64_t first;
+	size_t shstrndx, n, i;
+	struct elf_sym *grown;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return 0;
+	rela = find_section(elf, shstrndx, ".rela.plt", &rela_sh);
+	plt = find_section(elf, shstrndx, ".plt.sec", &plt_sh);
+	first = 0;
+	if (!plt) {
+		plt = find_section(elf, shstrndx, ".plt", &plt_sh);
+		first = PLT_ENTRY_SIZE;
+	}
+	if (!rela || !plt || rela_sh.sh_type != SHT_RELA || plt_sh.sh_type != SHT_PROGBITS ||
+	    !rela_sh.sh_entsize)
+		return 0;
+	dynsym = elf_getscn(elf, rela_sh.sh_link);
+	rela_data = elf_getdata(rela, NULL);
+	dynsym_data = dynsym ? elf_getdata(dynsym, NULL) : NULL;
+	if (!dynsym_data || !rela_data || !gelf_getshdr(dynsym, &dynsym_sh))
+		return 0;
+	n = rela_sh.sh_size / rela_sh.sh_entsize;
+	if (first + n * PLT_ENTRY_SIZE > plt_sh.sh_size)
+		return 0; /* not laid out as this knows */
+	grown = reallocarray(f->syms, f->nsyms + n, sizeof(*f->syms));
+	if (!grown)
+		return -ENOMEM;
+	f->syms = grown;
+	for (i = 0; i < n; i++) {
+		struct elf_sym *s = &f->syms[f->nsyms];
+		GElf_Rela r;
+		GElf_Sym sym;
+		const char *name;
+
+		if (!gelf_getrela(rela_data, i, &r) || !GELF_R_SYM(r.r_info) ||
+		    !gelf_getsym(dynsym_data, GELF_R_SYM(r.r_info), &sym) ||
+		    !(name = elf_strptr(elf, dynsym_sh.sh_link, sym.st_name)) || !name[0])
+			continue;
+		s->name = keep_name(f, name, strcspn(name, "@"), "@plt");
+		if (!s->name)
+			return -ENOMEM;
+		s->addr = plt_sh.sh_addr + first + i * PLT_ENTRY_SIZE;
+		s->end = s->addr + PLT_ENTRY_SIZE;
+		s->sized = true;
+		s->compat = false;
+		s->bind = ALIAS_LOCAL;
+		f->nsyms++;
+	}
+	return 0;
+}
+
 int elf_file_load_symbols(struct elf_file *f)
 {
-	int nsyms = dwfl_module_getsymtab(f->mod);
-	size_t cap;
+	int nsyms = dwfl_module_getsymtab(f->mod), err;
+	GElf_Addr main_bias;
+	Elf *main_elf;
 	int i;
 
-	if (nsyms <= 0)
-		return 0;
-	cap = nsyms;
-	f->syms = calloc(cap, sizeof(*f->syms));
+	f->syms = calloc(nsyms > 0 ? nsyms : 1, sizeof(*f->syms));
 	if (!f->syms)
 		return -ENOMEM;
 	for (i = 0; i < nsyms; i++) {
@@ -278,11 +434,20 @@ int elf_file_load_symbols(struct elf_file *f)
 		s->addr = addr;
 		s->sized = sym.st_size != 0;
 		s->end = s->sized ? addr + sym.st_size : section_end;
-		s->name = name;
+		s->name = clean_name(f, name, &s->compat);
+		if (!s->name)
+			return -ENOMEM;
 		s->bind = binding(&sym);
 		if (s->end <= s->addr)
 			continue;
 		f->nsyms++;
+	}
+	/* The stubs are in the file itself; a separate debug file has no .plt contents. */
+	main_elf = dwfl_module_getelf(f->mod, &main_bias);
+	if (main_elf) {
+		err = add_plt_symbols(f, main_elf);
+		if (err)
+			return err;
 	}
 	finish_table(f);
 	return 0;
@@ -326,62 +491,6 @@ const char *elf_file_lookup(const struct elf_file *f, uint64_t file_offset)
 	if (!floor->sized && addr < floor->end)
 		return floor->name;
 	return NULL;
-}
-
-/* Startup code every executable links in from the toolchain (crt1.o, crti.o, crtbegin.o),
- * built however the distribution built it: it says nothing about the program. */
-static bool is_crt(const char *name)
-{
-	static const char *const crt[] = {
-		"_start", "_init", "_fini", "deregister_tm_clones", "register_tm_clones",
-		"__do_global_dtors_aux", "frame_dummy", "__libc_csu_init", "__libc_csu_fini",
-	};
-
-	for (size_t i = 0; i < sizeof(crt) / sizeof(crt[0]); i++)
-		if (!strcmp(name, crt[i]))
-			return true;
-	return false;
-}
-
-int elf_file_frame_pointers(const struct elf_file *f)
-{
-	static const uint8_t endbr64[] = { 0xf3, 0x0f, 0x1e, 0xfa };
-	static const uint8_t prologue[] = { 0x55, 0x48, 0x89, 0xe5 };
-	size_t size, seen = 0, with = 0;
-	const uint8_t *image;
-	GElf_Addr bias;
-	Elf *elf;
-
-	elf = dwfl_module_getelf(f->mod, &bias);
-	image = elf ? (const uint8_t *)elf_rawfile(elf, &size) : NULL;
-	if (!image)
-		return -ENOENT;
-	for (size_t i = 0; i < f->nsyms && seen < 256; i++) {
-		const struct elf_sym *s = &f->syms[i];
-
-		if (!s->sized || s->end - s->addr < 8 || is_crt(s->name))
-			continue;
-		for (size_t j = 0; j < f->nloads; j++) {
-			const struct elf_load *l = &f->loads[j];
-			const uint8_t *code;
-			uint64_t off;
-
-			if (s->addr < l->vaddr || s->addr - l->vaddr + 8 > l->filesz)
-				continue;
-			off = s->addr - l->vaddr + l->offset;
-			if (off + 8 > size)
-				break;
-			code = image + off;
-			if (!memcmp(code, endbr64, sizeof(endbr64)))
-				code += sizeof(endbr64);
-			seen++;
-			with += !memcmp(code, prologue, sizeof(prologue));
-			break;
-		}
-	}
-	if (seen < 2)
-		return -ENOENT;
-	return with * 2 >= seen;
 }
 
 static void describe(Dwarf_Die *die, struct elf_scope *out)
@@ -432,22 +541,91 @@ static int walk_scopes(Dwarf_Die *die, Dwarf_Addr pc, struct elf_scope *out, int
 	return n;
 }
 
+static int cu_range_cmp(const void *pa, const void *pb)
+{
+	const struct cu_range *a = pa, *b = pb;
+
+	return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* The compile units' address ranges, from each unit's DW_AT_ranges or low/high pc. Go writes
+ * no .debug_aranges, and libdw (0.188) then finds no unit for any address. Under
+ * dwarf_lock. */
+static void make_cu_ranges(struct elf_file *f, Dwarf *dw)
+{
+	Elf *elf = dwarf_getelf(dw);
+	Dwarf_Off off = 0, next;
+	size_t hsize, cap = 0, shstrndx;
+	GElf_Shdr sh;
+
+	f->cus_made = true;
+	/* With .debug_aranges libdw knows; an address it did not find is in no unit. */
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) ||
+	    find_section(elf, shstrndx, ".debug_aranges", &sh))
+		return;
+	while (!dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Addr base, start, end;
+		ptrdiff_t at = 0;
+		Dwarf_Die cu;
+
+		if (!dwarf_offdie(dw, off + hsize, &cu))
+			break;
+		while ((at = dwarf_ranges(&cu, at, &base, &start, &end)) > 0) {
+			if (f->ncus == cap) {
+				struct cu_range *grown;
+
+				cap = cap ? 2 * cap : 64;
+				grown = reallocarray(f->cus, cap, sizeof(*grown));
+				if (!grown)
+					return;
+				f->cus = grown;
+			}
+			f->cus[f->ncus++] = (struct cu_range){ start, end, off + hsize };
+		}
+		off = next;
+	}
+	if (f->ncus)
+		qsort(f->cus, f->ncus, sizeof(*f->cus), cu_range_cmp);
+}
+
+/* The unit holding addr (a DWARF address) by its ranges. Under dwarf_lock. */
+static Dwarf_Die *cu_by_ranges(struct elf_file *f, uint64_t addr, Dwarf_Die *mem,
+			       Dwarf_Addr *bias)
+{
+	Dwarf *dw = dwfl_module_getdwarf(f->mod, bias);
+	size_t lo;
+
+	if (!dw)
+		return NULL;
+	if (!f->cus_made)
+		make_cu_ranges(f, dw);
+	addr -= *bias;
+	lo = addr_table_upper_bound(f->cus, f->ncus, sizeof(*f->cus), addr);
+	/* Ranges of one unit may enclose others' (rare): look back a little. */
+	for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++)
+		if (addr < f->cus[i - 1].hi)
+			return dwarf_offdie(dw, f->cus[i - 1].die, mem);
+	return NULL;
+}
+
 int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out,
 		    int max)
 {
-	/* The lock guards libdw's caches, not the file's value. */
-	pthread_mutex_t *lock = &((struct elf_file *)f)->dwarf_lock;
+	/* The lock guards libdw's caches and the unit ranges, not the file's value. */
+	struct elf_file *mut = (struct elf_file *)f;
+	Dwarf_Die mem, *cu;
 	Dwarf_Addr bias;
-	Dwarf_Die *cu;
 	uint64_t addr;
 	int n = 0;
 
 	if (elf_file_vaddr(f, file_offset, &addr))
 		return 0;
-	pthread_mutex_lock(lock);
+	pthread_mutex_lock(&mut->dwarf_lock);
 	cu = dwfl_module_addrdie(f->mod, addr, &bias);
+	if (!cu)
+		cu = cu_by_ranges(mut, addr, &mem, &bias);
 	if (cu)
 		n = walk_scopes(cu, addr - bias, out, 0, max);
-	pthread_mutex_unlock(lock);
+	pthread_mutex_unlock(&mut->dwarf_lock);
 	return n;
 }

@@ -66,12 +66,6 @@ struct elf_scope {
  * libdw's lazy loading is not thread-safe. */
 int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out, int max);
 
-/* Whether the file's functions set up frame pointers, judged from the first bytes of up to
- * 256 of its sized function symbols (push %rbp; mov %rsp,%rbp, after an optional endbr64),
- * toolchain startup code left out: 1 if at least half do, 0 if fewer, -ENOENT if fewer than
- * two functions to judge. x86-64 code. */
-int elf_file_frame_pointers(const struct elf_file *f);
-
 /* The ELF virtual address of a file offset, through the PT_LOAD segment that contains it.
  * Returns 0 or -ENOENT if no segment holds that offset. */
 int elf_file_vaddr(const struct elf_file *f, uint64_t file_offset, uint64_t *vaddr);

@@ -18,6 +18,7 @@ struct ksym {
 	uint64_t addr;		/* first: see addr_table.h */
 	uint32_t name;		/* offset into names; text symbols only */
 	bool text;
+	bool bpf;		/* tagged [bpf]: BPF programs, trampolines, dispatchers */
 	enum alias_binding bind;
 };
 
@@ -99,6 +100,7 @@ static int parse_line(struct kallsyms_builder *b, const char *p, const char *end
 		;
 	if (p == name)
 		return -EINVAL;
+	sym.bpf = end - p == 6 && !memcmp(p + 1, "[bpf]", 5);
 
 	switch (type) {
 	case 'a': case 'A':	/* absolute values (per-CPU offsets), not addresses */
@@ -211,19 +213,19 @@ void kallsyms_free(struct kallsyms *k)
 	free(k);
 }
 
-const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr)
+const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, bool *stale)
 {
 	size_t lo = addr_table_upper_bound(k->syms, k->n, sizeof(*k->syms), addr);
-	const struct ksym *sym;
+	const struct ksym *sym = lo ? &k->syms[lo - 1] : NULL;
+	const char *name = NULL;
 
-	if (lo == 0)
-		return NULL;
-	sym = &k->syms[lo - 1];
-	if (!sym->text)
-		return NULL;
-	if (lo == k->n && addr - sym->addr >= LAST_SYMBOL_SPAN)
-		return NULL;
-	return k->names + sym->name;
+	if (sym && sym->text && (lo < k->n || addr - sym->addr < LAST_SYMBOL_SPAN))
+		name = k->names + sym->name;
+	/* BPF programs are packed into shared pages, a new one beside older ones: past an
+	 * older program's symbol may be a program loaded since. */
+	if (stale)
+		*stale = !name || sym->bpf;
+	return name;
 }
 
 size_t kallsyms_count(const struct kallsyms *k)

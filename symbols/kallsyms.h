@@ -6,6 +6,7 @@
 #ifndef APERTURE_SYMBOLS_KALLSYMS_H
 #define APERTURE_SYMBOLS_KALLSYMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,8 +23,9 @@ int kallsyms_load(const char *path, struct kallsyms **out);
 void kallsyms_free(struct kallsyms *k);
 
 /* Name of the text symbol covering addr (without any "[module]" tag), or NULL. The string
- * lives as long as k. */
-const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr);
+ * lives as long as k. *stale (if not NULL): the answer may be out of date, since code loaded
+ * after the text was read can be there: no symbol covers addr, or it is in a BPF program. */
+const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, bool *stale);
 
 /* Text symbols in the table. */
 size_t kallsyms_count(const struct kallsyms *k);

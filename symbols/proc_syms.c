@@ -11,6 +11,7 @@
 #include "symbols/demangle.h"
 #include "symbols/elf_file.h"
 #include "symbols/file_cache.h"
+#include "symbols/perf_map.h"
 #include "symbols/procmaps.h"
 #include "symbols/symbolizer_priv.h"
 
@@ -41,6 +42,7 @@ struct proc_syms {
 	pthread_mutex_t refresh_lock;
 	struct proc_map *maps;		/* executable mappings, ascending */
 	size_t n;
+	struct perf_map *jit;		/* names for anonymous code, from the target's perf map */
 };
 
 static void free_table(struct symbolizer *s, struct proc_map *maps, size_t n)
@@ -76,7 +78,9 @@ static int open_mapped_file(pid_t pid, const struct procmap *m)
 	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-static void attach_file(struct proc_syms *ps, const struct procmap *m, struct proc_map *pm)
+/* reader: whose /proc directory shows m (procmaps_reader). */
+static void attach_file(struct proc_syms *ps, pid_t reader, const struct procmap *m,
+			struct proc_map *pm)
 {
 	struct symbolizer *s = ps->s;
 	char debug_path[PATH_MAX + 64];
@@ -89,16 +93,17 @@ static void attach_file(struct proc_syms *ps, const struct procmap *m, struct pr
 			return;
 		}
 	}
-	fd = open_mapped_file(ps->pid, m);
+	fd = open_mapped_file(reader, m);
 	if (fd < 0)
 		return;
-	snprintf(debug_path, sizeof(debug_path), "/proc/%d/root%s", (int)ps->pid, m->path);
+	snprintf(debug_path, sizeof(debug_path), "/proc/%d/root%s", (int)reader, m->path);
 	/* A file that is not ELF, or cannot be read, is still named by offset. */
 	if (file_cache_get(s->files, fd, debug_path, &pm->file))
 		pm->file = NULL;
 }
 
-static int fill_map(struct proc_syms *ps, const struct procmap *m, struct proc_map *pm)
+static int fill_map(struct proc_syms *ps, pid_t reader, const struct procmap *m,
+		    struct proc_map *pm)
 {
 	struct symbolizer *s = ps->s;
 	const char *slash;
@@ -130,7 +135,7 @@ static int fill_map(struct proc_syms *ps, const struct procmap *m, struct proc_m
 		pm->kind = MAP_FILE;
 		slash = strrchr(pm->path, '/');
 		pm->label = slash ? slash + 1 : pm->path;
-		attach_file(ps, m, pm);
+		attach_file(ps, reader, m, pm);
 	}
 	return 0;
 }
@@ -155,7 +160,7 @@ static int read_table(struct proc_syms *ps, struct proc_map **out, size_t *out_n
 	for (i = 0; i < pm.n; i++) {
 		if (!procmap_is_exec(&pm.maps[i]))
 			continue;
-		err = fill_map(ps, &pm.maps[i], &maps[n]);
+		err = fill_map(ps, pm.reader, &pm.maps[i], &maps[n]);
 		if (err) {
 			free_table(ps->s, maps, n);
 			goto out;
@@ -181,7 +186,9 @@ int proc_syms_new(struct symbolizer *s, pid_t pid, struct proc_syms **out)
 	ps->pid = pid;
 	pthread_rwlock_init(&ps->lock, NULL);
 	pthread_mutex_init(&ps->refresh_lock, NULL);
-	err = read_table(ps, &ps->maps, &ps->n);
+	err = perf_map_open(pid, &ps->jit);
+	if (!err)
+		err = read_table(ps, &ps->maps, &ps->n);
 	if (err) {
 		proc_syms_free(ps);
 		return err;
@@ -223,33 +230,10 @@ void proc_syms_free(struct proc_syms *ps)
 	if (!ps)
 		return;
 	free_table(ps->s, ps->maps, ps->n);
+	perf_map_free(ps->jit);
 	pthread_mutex_destroy(&ps->refresh_lock);
 	pthread_rwlock_destroy(&ps->lock);
 	free(ps);
-}
-
-static int is_system_file(const char *path)
-{
-	return !strncmp(path, "/usr/lib/", 9) || !strncmp(path, "/lib/", 5) ||
-	       !strncmp(path, "/lib64/", 7) || !strncmp(path, "/usr/lib64/", 11);
-}
-
-int proc_syms_frame_pointers(struct proc_syms *ps)
-{
-	int ret = -ENOENT;
-
-	pthread_rwlock_rdlock(&ps->lock);
-	/* The program's own files first: the distribution's libraries say how it was built. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < ps->n && ret == -ENOENT; i++) {
-			const struct proc_map *m = &ps->maps[i];
-
-			if (m->kind == MAP_FILE && m->file && pass == is_system_file(m->path))
-				ret = elf_file_frame_pointers(cached_file_elf(m->file));
-		}
-	}
-	pthread_rwlock_unlock(&ps->lock);
-	return ret;
 }
 
 static const struct proc_map *find_map(const struct proc_syms *ps, uint64_t addr)
@@ -278,18 +262,27 @@ static int format_name(const struct proc_syms *ps, const char *name, char *buf, 
 	return symbols_format(buf, len, "%s", name);
 }
 
-static int name_in_map(const struct proc_syms *ps, const struct proc_map *m, uint64_t addr,
-		       uint64_t lookup, char *buf, size_t len)
+/* lookup: the address itself for a leaf, the call instruction's last byte for a caller
+ * (return address - 1, as perf does), so an unnamed caller is the call, not what follows. */
+static int name_in_map(const struct proc_syms *ps, const struct proc_map *m, uint64_t lookup,
+		       char *buf, size_t len)
 {
 	const char *name = NULL;
+	size_t n;
 
+	/* JIT code named by the runtime's perf map: "_[j]", as Java's compiled methods. */
+	if (m->kind == MAP_ANON && len > 4 && !perf_map_name(ps->jit, lookup, buf, len - 4)) {
+		n = strlen(buf);
+		memcpy(buf + n, "_[j]", 5);
+		return 0;
+	}
 	if (m->kind == MAP_ANON)
-		return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, addr);
+		return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, lookup);
 	if (m->file)
 		name = elf_file_lookup(cached_file_elf(m->file), lookup - m->start + m->pgoff);
 	if (name)
 		return format_name(ps, name, buf, len);
-	return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, addr - m->start + m->pgoff);
+	return symbols_format(buf, len, "%s+0x%" PRIx64, m->label, lookup - m->start + m->pgoff);
 }
 
 static void hex(const uint8_t *id, size_t n, char *out, size_t outlen)
@@ -342,7 +335,7 @@ int proc_syms_name(struct proc_syms *ps, uint64_t addr, bool is_return, char *bu
 	pthread_rwlock_rdlock(&ps->lock);
 	m = find_map(ps, lookup);
 	if (m)
-		err = name_in_map(ps, m, addr, lookup, buf, len);
+		err = name_in_map(ps, m, lookup, buf, len);
 	pthread_rwlock_unlock(&ps->lock);
 	return err;
 }
@@ -364,7 +357,7 @@ int proc_syms_frames(struct proc_syms *ps, uint64_t addr, bool is_return,
 		goto out;
 	out->f[0].file = NULL;
 	out->f[0].line = 0;
-	err = name_in_map(ps, m, addr, lookup, out->f[0].name, sizeof(out->f[0].name));
+	err = name_in_map(ps, m, lookup, out->f[0].name, sizeof(out->f[0].name));
 	if (err)
 		goto out;
 	out->n = 1;

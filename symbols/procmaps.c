@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "symbols/procmaps.h"
 #include "symbols/read_file.h"
@@ -146,17 +149,102 @@ err_free:
 	return err;
 }
 
-int procmaps_read(pid_t pid, struct procmaps *out)
+/* Whether pid's thread-group leader has exited (a zombie) or pid does not exist. */
+static bool leader_gone(pid_t pid)
+{
+	char path[64], *text, *state;
+	size_t len;
+	bool gone;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_file(path, &text, &len))
+		return true;
+	/* The state follows the last ')': the name may hold one. */
+	state = memrchr(text, ')', len);
+	gone = !state || text + len - state < 3 || state[2] == 'Z' || state[2] == 'X';
+	free(text);
+	return gone;
+}
+
+/* A live thread of pid other than its leader: 0, or -ESRCH. A thread that dies meanwhile
+ * just yields empty maps, as an exiting process does. */
+static int live_thread(pid_t pid, pid_t *tid)
 {
 	char path[64];
+	struct dirent *d;
+	DIR *tasks;
+	int err = -ESRCH;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	tasks = opendir(path);
+	if (!tasks)
+		return -ESRCH;
+	while (err && (d = readdir(tasks))) {
+		char *end;
+		long id = strtol(d->d_name, &end, 10);
+
+		if (*end || id <= 0 || id == pid || leader_gone(id))
+			continue;
+		*tid = id;
+		err = 0;
+	}
+	closedir(tasks);
+	return err;
+}
+
+int procmaps_reader(pid_t pid, pid_t *reader)
+{
+	*reader = pid;
+	return leader_gone(pid) ? live_thread(pid, reader) : 0;
+}
+
+int procmaps_check_access(pid_t pid)
+{
+	char path[64];
+	pid_t reader;
+	int fd;
+
+	if (procmaps_reader(pid, &reader))
+		return 0;
+	/* The kernel checks ptrace read access at open. */
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)reader);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == EACCES || errno == EPERM ? -errno : 0;
+	close(fd);
+	return 0;
+}
+
+static int read_maps(pid_t reader, char **text, size_t *len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)reader);
+	return read_file(path, text, len);
+}
+
+int procmaps_read(pid_t pid, struct procmaps *out)
+{
 	char *text;
 	size_t len;
 	int err;
 
-	out->maps = NULL;
-	out->n = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	err = read_file(path, &text, &len);
+	*out = (struct procmaps){ .reader = pid };
+	err = read_maps(pid, &text, &len);
+	/* Empty: a kernel thread, a zombie, or a leader that exited while its threads run on,
+	 * whose address space only their own directories show. */
+	if (!err && len == 0 && leader_gone(pid)) {
+		free(text);
+		err = live_thread(pid, &out->reader);
+		if (!err)
+			err = read_maps(out->reader, &text, &len);
+	}
+	/* A live process whose mappings we may not see (ptrace access refused): it is still
+	 * profiled, without names. */
+	if (err == -EACCES || err == -EPERM) {
+		out->unreadable = err;
+		return 0;
+	}
 	if (err)
 		return err == -ENOENT ? -ESRCH : err;
 	err = procmaps_parse(text, len, out);

@@ -25,6 +25,10 @@ struct procmap {
 struct procmaps {
 	struct procmap *maps;	/* owned, in the kernel's order (ascending start) */
 	size_t n;
+	/* Set by procmaps_read: the id whose /proc/<id>/ they were read through (see
+	 * procmaps_reader), and -EACCES or -EPERM when they could not be read at all. */
+	pid_t reader;
+	int unreadable;
 };
 
 static inline bool procmap_is_exec(const struct procmap *m)
@@ -46,9 +50,21 @@ int procmaps_parse_line(const char *line, size_t len, struct procmap *out);
  * line (out is left empty) or -ENOMEM. */
 int procmaps_parse(const char *text, size_t len, struct procmaps *out);
 
-/* Reads and parses /proc/<pid>/maps. Returns 0, -ESRCH if there is no such process, or
- * another -errno. A zombie or kernel thread yields zero mappings and 0. */
+/* The id whose /proc/<id>/ (maps, map_files, root, auxv, mem) shows pid's address space:
+ * pid, or, when the thread-group leader has exited while other threads run on (its own
+ * directory then shows nothing), a live thread's. 0, or -ESRCH if no thread of pid is
+ * alive. */
+int procmaps_reader(pid_t pid, pid_t *reader);
+
+/* Reads and parses pid's maps, through procmaps_reader's directory. Returns 0, -ESRCH if there
+ * is no such process or all its threads have exited (a zombie), or another -errno. A kernel
+ * thread yields zero mappings and 0; so does a process whose maps we may not read, with
+ * out->unreadable saying why. */
 int procmaps_read(pid_t pid, struct procmaps *out);
+
+/* -EACCES or -EPERM if pid's maps exist but may not be read (ptrace read access refused),
+ * else 0. */
+int procmaps_check_access(pid_t pid);
 
 void procmaps_free(struct procmaps *m);
 

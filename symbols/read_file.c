@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "symbols/read_file.h"
@@ -53,5 +55,32 @@ err_free:
 	free(buf);
 err_close:
 	close(fd);
+	return err;
+}
+
+int proc_nspid(pid_t pid, pid_t *nspid)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *last;
+
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		/* The innermost namespace's pid is the last field. */
+		last = strrchr(line, '\t');
+		*nspid = last ? atoi(last + 1) : 0;
+		err = *nspid > 0 ? 0 : -EINVAL;
+		break;
+	}
+	free(line);
+	fclose(f);
 	return err;
 }

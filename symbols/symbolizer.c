@@ -7,7 +7,7 @@
 
 #include "symbols/debug_file.h"
 #include "symbols/file_cache.h"
-#include "symbols/kallsyms.h"
+#include "symbols/kernel_syms.h"
 #include "symbols/symbolizer_priv.h"
 #include "symbols/vdso.h"
 
@@ -38,15 +38,18 @@ int symbolizer_new(struct symbolizer **out)
 	err = file_cache_new(IDLE_FILES_MAX, &s->files);
 	if (err)
 		goto err_free;
-	/* Neither is fatal: without them kernel and vDSO frames keep their addresses. */
-	if (kallsyms_load("/proc/kallsyms", &s->kernel))
-		s->kernel = NULL;
+	err = kernel_syms_new(&s->kernel);
+	if (err)
+		goto err_free_files;
+	/* Not fatal: without it vDSO frames keep their addresses. */
 	if (!vdso_memfd(&fd, &s->vdso_size) &&
 	    file_cache_get(s->files, fd, "[vdso]", &s->vdso))
 		s->vdso = NULL;
 	*out = s;
 	return 0;
 
+err_free_files:
+	file_cache_free(s->files);
 err_free:
 	free(s);
 	return err;
@@ -58,16 +61,16 @@ void symbolizer_free(struct symbolizer *s)
 		return;
 	file_cache_put(s->files, s->vdso);
 	file_cache_free(s->files);
-	kallsyms_free(s->kernel);
+	kernel_syms_free(s->kernel);
 	free(s);
 }
 
 int symbolizer_kernel_name(struct symbolizer *s, uint64_t addr, char *buf, size_t len)
 {
-	const char *name = s->kernel ? kallsyms_lookup(s->kernel, addr) : NULL;
+	int err = kernel_syms_name(s->kernel, addr, buf, len);
 
-	if (name)
-		return symbols_format(buf, len, "%s", name);
+	if (err != -ENOENT)
+		return err;
 	return symbols_format(buf, len, "[kernel]+0x%" PRIx64, addr);
 }
 

@@ -10,11 +10,11 @@
 
 struct cached_file;
 struct file_cache;
-struct kallsyms;
+struct kernel_syms;
 
 struct symbolizer {
 	struct file_cache *files;
-	struct kallsyms *kernel;	/* NULL when /proc/kallsyms could not be read */
+	struct kernel_syms *kernel;
 	struct cached_file *vdso;	/* our vDSO image, referenced; NULL when there is none */
 	size_t vdso_size;
 	_Atomic bool raw_names;		/* demangling switched off */

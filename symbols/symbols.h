@@ -2,13 +2,13 @@
  *
  * struct symbolizer holds what does not depend on a process: ELF files (each parsed once,
  * cached by build-id, else by device+inode+size+mtime, however many processes map it), the
- * kernel's symbols (/proc/kallsyms) and the vDSO. struct proc_syms is one process's address
+ * kernel's symbols (kernel_syms.h) and the vDSO. struct proc_syms is one process's address
  * space as read at one moment: its mappings, each tied to a cached file, so its addresses can
  * still be named after the process has exited or exec'd.
  *
- * Names are plain function names (no offset), or MODULE+0xOFFSET (the file's base name and
- * the file offset) when the address is in a file but no symbol covers it. Knows nothing of
- * BPF or FUSE. Thread-safe. */
+ * Names are function names as perf shows them (no offset, no symbol version, NAME@plt for a
+ * PLT stub), or MODULE+0xOFFSET (the file's base name and the file offset) when the address
+ * is in a file but no symbol covers it. Knows nothing of BPF or FUSE. Thread-safe. */
 #ifndef APERTURE_SYMBOLS_H
 #define APERTURE_SYMBOLS_H
 
@@ -41,18 +41,12 @@ int proc_syms_refresh(struct proc_syms *ps);
 
 void proc_syms_free(struct proc_syms *ps);
 
-/* Whether the process's code was built with frame pointers, as judged from its executable
- * (its lowest file mapping), or when that has too few functions to tell (stripped, or all in
- * a library), from the next mapped file that can, files outside /usr/lib, /lib (the
- * distribution's libraries) first: 1 yes, 0 no, -ENOENT if none can tell. See
- * elf_file_frame_pointers. */
-int proc_syms_frame_pointers(struct proc_syms *ps);
-
 /* Name of a user address. is_return: the address is a return address, so the call site
- * (addr - 1) is looked up, as perf does; the leaf frame's address is exact.
- * Returns 0 with the name in buf; -ENOENT if no mapping covers addr (the caller may refresh
- * and retry, then write "[unknown]"); -ENOSPC if len is too small. Anonymous executable
- * memory (JIT code without a perf map) is named "[anon]+0xADDRESS". */
+ * (addr - 1) is looked up and, unnamed, reported, as perf does; the leaf frame's address is
+ * exact. Returns 0 with the name in buf; -ENOENT if no mapping covers addr (the caller may
+ * refresh and retry, then write "[unknown]"); -ENOSPC if len is too small. Anonymous
+ * executable memory is named from the process's perf map, "NAME_[j]" (perf_map.h), else
+ * "[anon]+0xADDRESS". */
 int proc_syms_name(struct proc_syms *ps, uint64_t addr, bool is_return, char *buf, size_t len);
 
 #define SYMS_NAME_MAX 512

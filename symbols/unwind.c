@@ -10,15 +10,18 @@
 #include <elfutils/libdwfl.h>
 
 #include "symbols/debug_file.h"
+#include "symbols/procmaps.h"
 #include "symbols/unwind.h"
 
 /* DWARF register numbers of the x86-64 psABI. */
 #define DWARF_RBP 6
 #define DWARF_RSP 7
+#define DWARF_RIP 16
 
 struct unwinder {
 	Dwfl *dwfl;
 	pid_t pid;
+	pid_t reader; /* whose /proc/<id>/ shows pid's address space (procmaps_reader) */
 	int64_t reported_at; /* CLOCK_MONOTONIC second the mappings were last read */
 	/* The sample being unwound. */
 	const struct unwind_regs *regs;
@@ -66,7 +69,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_A
 
 	if (u && name[0] == '/' &&
 	    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL) &&
-	    (fd = open_mapped(u->pid, low)) >= 0) {
+	    (fd = open_mapped(u->reader, low)) >= 0) {
 		*elfp = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 		*file_name = *elfp ? strdup(name) : NULL;
 		if (*elfp && *file_name)
@@ -128,9 +131,12 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *d
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
 {
 	struct unwinder *u = thread_arg;
-	Dwarf_Word regs[2] = { u->regs->bp, u->regs->sp };
+	Dwarf_Word regs[2] = { u->regs->bp, u->regs->sp }, ip = u->regs->ip;
 
+	/* rip as a register too: the CFA of a PLT entry is computed from it (ld's CFI for
+	 * .plt: rsp + 8, plus 8 more past the entry's push). */
 	return dwfl_thread_state_registers(thread, DWARF_RBP, 2, regs) &&
+	       dwfl_thread_state_registers(thread, DWARF_RIP, 1, &ip) &&
 	       (dwfl_thread_state_register_pc(thread, u->regs->ip), true);
 }
 
@@ -146,8 +152,14 @@ static int report(struct unwinder *u)
 {
 	int err;
 
+	err = procmaps_reader(u->pid, &u->reader);
+	if (err)
+		return err;
 	dwfl_report_begin_add(u->dwfl);
-	err = dwfl_linux_proc_report(u->dwfl, u->pid);
+	err = dwfl_linux_proc_report(u->dwfl, u->reader);
+	/* Maps we may not read: no module is known, and each walk stops at its first frame. */
+	if (err == EACCES || err == EPERM)
+		err = 0;
 	if (dwfl_report_end(u->dwfl, NULL, NULL) && !err)
 		err = -EINVAL;
 	/* find_elf learns the pid from each module. */
@@ -181,7 +193,8 @@ int unwinder_new(pid_t pid, struct unwinder **out)
 	err = report(u);
 	if (err)
 		goto fail;
-	if (!dwfl_attach_state(u->dwfl, NULL, pid, &thread_callbacks, u)) {
+	/* The id libdwfl reads /proc/<id>/mem through, for the vDSO. */
+	if (!dwfl_attach_state(u->dwfl, NULL, u->reader, &thread_callbacks, u)) {
 		err = -EOPNOTSUPP;
 		goto fail;
 	}

@@ -46,7 +46,7 @@ enum text { TEXT_STATUS, TEXT_DEADLOCKS, TEXT_DEADLOCKS_JSON, TEXT_DUMP, TEXT_BU
 struct seen {
 	struct { pid_t pid; uint64_t start_time; } key;
 	int64_t last_sec[TARGET_PROFILE_NR]; /* newest second shipped */
-	int64_t blocking_ns;                 /* newest blocking event shipped */
+	uint64_t blocking_seen;              /* the log's event count when last shipped */
 	uint64_t sys_sig;                    /* what the shipped sys rows added up to */
 	uint64_t text_hash[TEXT_NR];
 	char *exe, *cgroup;
@@ -122,7 +122,6 @@ static struct seen *seen_get(struct sync_builder *b, const struct target_record 
 	s->key = key.key;
 	for (int i = 0; i < TARGET_PROFILE_NR; i++)
 		s->last_sec[i] = INT64_MIN;
-	s->blocking_ns = INT64_MIN;
 	if (seen_identity(s, r->pid)) {
 		free(s->exe);
 		free(s->cgroup);
@@ -310,6 +309,8 @@ static int add_profile(struct build *bd, const struct target_record *r, struct s
 	int64_t from = s->last_sec[which] == INT64_MIN ? INT64_MIN : s->last_sec[which] + 1;
 	int err;
 
+	if (!r->profiles[which])
+		return 0;
 	err = profile_seconds(r->profiles[which], from, until, &d);
 	if (err)
 		return err;
@@ -366,15 +367,19 @@ static int add_blocking(struct build *bd, const struct target_record *r, struct 
 {
 	struct blocking_snapshot *snap;
 	WireTarget *t;
-	int err = blocking_log_snapshot(r->blocking, &snap);
+	int err = r->blocking ? blocking_log_snapshot(r->blocking, &snap) : 0;
 
-	if (err)
+	if (err || !r->blocking)
 		return err;
+	/* The log's events are numbered by arrival (total counts them all, the ring keeps the
+	 * newest): those past the count last shipped are new. A smaller count is a reset. */
+	if (snap->total < s->blocking_seen)
+		s->blocking_seen = 0;
 	for (size_t i = 0; i < snap->n; i++) {
 		const struct blocking_event *ev = &snap->events[i];
 		WireBlocking *wb;
 
-		if (ev->time_ns <= s->blocking_ns)
+		if (snap->total - snap->n + i < s->blocking_seen)
 			continue;
 		err = target_msg(bd, r, s, m);
 		if (err)
@@ -401,8 +406,9 @@ static int add_blocking(struct build *bd, const struct target_record *r, struct 
 			break;
 		}
 		parts_grow(bd->ps, 48 + strlen(ev->thread));
-		s->blocking_ns = ev->time_ns;
 	}
+	if (!err)
+		s->blocking_seen = snap->total;
 	blocking_snapshot_free(snap);
 	return err;
 }
@@ -423,9 +429,9 @@ static int add_sys(struct build *bd, const struct target_record *r, struct seen 
 	struct sys_snapshot *snap;
 	uint64_t sig = 14695981039346656037ULL;
 	WireSysStats *st;
-	int err = sys_table_snapshot(r->sys, &snap);
+	int err = r->sys ? sys_table_snapshot(r->sys, &snap) : 0;
 
-	if (err)
+	if (err || !r->sys)
 		return err;
 	for (size_t i = 0; i < snap->nrows; i++)
 		sig = hash_bytes(sig, &snap->rows[i].lat, sizeof(snap->rows[i].lat));

@@ -55,8 +55,8 @@ int view_threads_busy(const struct thread_list *l, FILE *out)
 	if (!order)
 		return -ENOMEM;
 	if (!l->from_history)
-		fprintf(out, "# threads of %d by CPU time, sampled over %" PRIu64 " ms at open "
-			"(never enabled: no history)\n", (int)l->pid, l->interval_us / 1000);
+		fprintf(out, "# threads of %d by CPU time since each thread started (never "
+			"enabled: no history; enable it for a window)\n", (int)l->pid);
 	else if (l->window_s)
 		fprintf(out, "# threads of %d by CPU time over the window (window_s %" PRIu64 "): "
 			"cpu time over the last %.1f s of history\n", (int)l->pid, l->window_s,
@@ -67,13 +67,16 @@ int view_threads_busy(const struct thread_list *l, FILE *out)
 			l->interval_us / 1e6);
 	fprintf(out, "# evidence: /proc/%d/task/*/stat utime+stime (clock-tick resolution), %s\n",
 		(int)l->pid, l->from_history ? "recorded once a second while enabled; threads that "
-		"exited in the window are left out" : "read twice");
+		"exited in the window are left out" : "read once at open; cpu% is that time over "
+		"the thread's age (starttime)");
 	fprintf(out, "# cpu%%  recent_us  total_us  tid  name\n");
 	for (size_t i = 0; i < l->n; i++) {
 		const struct thread_info *t = order[i];
 
+		uint64_t span = t->span_us ? t->span_us : l->interval_us;
+
 		fprintf(out, "%5.1f %10" PRIu64 " %10" PRIu64 " %d %s\n",
-			l->interval_us ? 100.0 * t->recent_us / l->interval_us : 0.0, t->recent_us,
+			span ? 100.0 * t->recent_us / span : 0.0, t->recent_us,
 			t->utime_us + t->stime_us, (int)t->tid, t->name);
 	}
 	free(order);

@@ -171,6 +171,17 @@ void writer_xml(struct writer *w, const char *s, size_t max_chars)
 		writer_put(w, "..", 2);
 }
 
+bool utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n;
+
+	for (; *p; p += n)
+		if (!(n = utf8_len(p)))
+			return false;
+	return true;
+}
+
 char *utf8_clean(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;

@@ -3,6 +3,7 @@
 #ifndef APERTURE_VIEWS_WRITER_H
 #define APERTURE_VIEWS_WRITER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -26,6 +27,8 @@ void writer_printf(struct writer *w, const char *fmt, ...) __attribute__((format
 /* s as XML character data or attribute text, with bytes that are not UTF-8 as U+FFFD; at
  * most max_chars characters, ending in ".." when cut. */
 void writer_xml(struct writer *w, const char *s, size_t max_chars);
+/* Whether s is all valid UTF-8. */
+bool utf8_valid(const char *s);
 /* s as UTF-8 with each invalid byte replaced by U+FFFD, into a new string (NULL: no memory). */
 char *utf8_clean(const char *s);
 

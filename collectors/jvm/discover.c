@@ -39,33 +39,6 @@ enum jvm_runtime jvm_runtime_of(pid_t pid)
 	return rt;
 }
 
-int jvm_nspid(pid_t pid, pid_t *nspid)
-{
-	char path[64], *line = NULL;
-	size_t cap = 0;
-	int err = -ENOENT;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (getline(&line, &cap, f) > 0) {
-		char *last;
-
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		/* The innermost namespace's pid is the last field. */
-		last = strrchr(line, '\t');
-		*nspid = last ? atoi(last + 1) : 0;
-		err = *nspid > 0 ? 0 : -EINVAL;
-		break;
-	}
-	free(line);
-	fclose(f);
-	return err;
-}
-
 /* A task's pid on the host and in its innermost namespace, from its NSpid line. */
 static int task_ids(pid_t pid, const char *tid, pid_t *host, pid_t *inner)
 {
@@ -99,7 +72,7 @@ int jvm_host_tids(pid_t pid, struct cpu_java_stack *v, size_t n)
 	struct dirent *d;
 	DIR *dir;
 
-	if (jvm_nspid(pid, &nspid))
+	if (proc_nspid(pid, &nspid))
 		return -ESRCH;
 	if (nspid == pid)
 		return 0;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "collectors/jvm/jvm_internal.h"
+#include "symbols/read_file.h"
 
 static bool same_file(const struct stat *a, const struct stat *b)
 {
@@ -105,7 +106,7 @@ static int procs_read(struct hsperf_procs *p)
 			continue;
 		if (ns == self)
 			nspid = pid;
-		else if (jvm_nspid(pid, &nspid))
+		else if (proc_nspid(pid, &nspid))
 			continue;
 		err = procs_push(p, pid, nspid);
 	}

@@ -243,7 +243,7 @@ static int attach(struct jvm_collector *c, struct session *s, char *why, size_t 
 			 "-XX:+DisableAttachMechanism");
 		return -EPERM;
 	}
-	err = jvm_nspid(s->pid, &nspid);
+	err = proc_nspid(s->pid, &nspid);
 	if (err) {
 		snprintf(why, whylen, "reading its pid namespace: %s", strerror(-err));
 		return err;

@@ -14,8 +14,6 @@ enum jvm_runtime { JVM_NONE, JVM_HOTSPOT, JVM_OTHER };
 
 /* discover.c */
 enum jvm_runtime jvm_runtime_of(pid_t pid);
-/* pid as the JVM's own pid namespace numbers it: the attach files are named by it. */
-int jvm_nspid(pid_t pid, pid_t *nspid);
 /* Whether -XX:+DisableAttachMechanism is in effect (command line or JAVA_TOOL_OPTIONS). */
 bool jvm_attach_disabled(pid_t pid);
 

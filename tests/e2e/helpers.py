@@ -80,9 +80,11 @@ def parse_folded(text):
     return stacks
 
 
-def user_frames(frames):
-    """The frames below the thread name that are not kernel frames."""
-    return tuple(f for f in frames[1:] if not f.endswith("_[k]"))
+def user_frames(frames, inlined=False):
+    """The frames below the thread name that are not kernel frames: the calls, without the
+    functions inlined into them (_[i]) unless inlined."""
+    return tuple(f for f in frames[1:]
+                 if not f.endswith("_[k]") and (inlined or not f.endswith("_[i]")))
 
 
 def samples_in(stacks, predicate):
@@ -248,6 +250,16 @@ class Daemon:
         time.sleep(1.3)  # longer than the 1 s between drains
         assert self.samples(pid) == first, f"{pid}'s profile changed after it stopped"
         return first
+
+    def profile(self, pid, samples, timeout=40):
+        """Enables pid until its profile holds samples, then disables it: its final stacks,
+        and its status while it was enabled."""
+        write(self.target(pid) / "enable", "1")
+        self.wait_samples(pid, samples, timeout=timeout)
+        status = self.status(pid)
+        write(self.target(pid) / "enable", "0")
+        self.final_samples(pid)
+        return self.folded(pid), status
 
     def set_frequency(self, hz):
         write(self.mnt / "config" / "frequency_hz", str(hz))

@@ -59,13 +59,17 @@ def test_counts_over_http_and_fuse_and_services(agg):
     svc = agg.get("/services/checkout/cpu.folded", "alltok")[1]
     assert folded(svc) == {"app;main;work": 42, "app;main;idle": 13}
     assert (agg.mount / "services/checkout/cpu.folded").read_bytes() == svc
-    # every rendering answers, with its content type
+    # every rendering answers, with its content type; a range that ended renders the same
+    # bytes every time (the open one says "up to now")
+    write(agg.mount / "nodes/n1/targets/100/window", f"{NOW - 100}..{NOW}")
     for name, ctype in [("cpu.top", "text/plain"), ("cpu.json", "application/json"),
                         ("flame.svg", "image/svg+xml"), ("cpu.pprof", "application/octet-stream"),
                         ("syscalls.json", "application/json"), ("status", "text/plain")]:
-        status, data, r = agg.request("GET", f"/nodes/n1/targets/100/{name}", token="alltok")
+        status, data, r = agg.request("GET", f"/nodes/n1/targets/100/{name}?from={NOW - 100}"
+                                      f"&until={NOW}", token="alltok")
         assert status == 200 and r.getheader("Content-Type").startswith(ctype), name
         assert (agg.mount / "nodes/n1/targets/100" / name).read_bytes() == data, name
+    write(agg.mount / "nodes/n1/targets/100/window", "all")
     listing = agg.get("/nodes/n1/targets/100", "alltok")[1]
     assert b'"name":"cpu.folded","type":"file"' in listing
     assert b'"enable"' not in listing  # no controls on a mirror
@@ -237,6 +241,10 @@ def test_time_ranges(agg):
     assert folded(agg.get(f"{path}?from={NOW - 400}&until={NOW - 200}", "alltok")[1]) == \
         {"app;main;work": 4}
     assert agg.get(path + "?last=999999999", "alltok")[0] == 400
+    assert agg.get(path + f"?from={NOW}&until={NOW - 1}", "alltok")[0] == 400
+    for view in ("cpu.json", "cpu.svg", "cpu.pprof", "cpu.top"):  # open ends render too
+        assert agg.get(path.replace("cpu.folded", view) + f"?from={NOW - 100}", "alltok")[0] == 200
+        assert agg.get(path.replace("cpu.folded", view) + f"?until={NOW}", "alltok")[0] == 200
     window = agg.mount / "nodes/n2/targets/600/window"
     assert read(window) == "all\n"
     write(window, "60")

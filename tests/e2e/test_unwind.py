@@ -24,13 +24,7 @@ def sampling(daemon):
 def profile(daemon, workloads, name, *args, samples=1000):
     """Profiles a workload until it has samples, then disables it: its final stacks, and
     its status while it was enabled."""
-    pid = workloads.start(name, *args).pid
-    write(daemon.target(pid) / "enable", "1")
-    daemon.wait_samples(pid, samples, timeout=40)
-    status = daemon.status(pid)
-    write(daemon.target(pid) / "enable", "0")
-    daemon.final_samples(pid)
-    return daemon.folded(pid), status
+    return daemon.profile(workloads.start(name, *args).pid, samples)
 
 
 def mostly_named(status):
@@ -42,7 +36,7 @@ def mostly_named(status):
 
 def share(stacks, predicate):
     total = sum(stacks.values())
-    return sum(n for f, n in stacks.items() if predicate(user_frames(f))) / total
+    return sum(n for f, n in stacks.items() if predicate(user_frames(f, inlined=True))) / total
 
 
 # burn() is inlined into both leaves: DWARF says so.
@@ -82,21 +76,52 @@ def test_frame_pointer_walks_do_not_reach_main_there(daemon, workloads):
     assert share(stacks, lambda f: nofp_path(f) is not None) < 0.5
 
 
+# Above main in every whole stack of a Debian 12 program: glibc's start-up frames.
+START = ("_start", "__libc_start_main", "__libc_start_call_main", "main")
+
+
+def is_suffix_of_a_whole_recursion(frames):
+    """frames, root first, are the leaf end of START + recurse... + inner: a stack cut short
+    keeps its leafmost frames. A cut stack near the limit still holds main (it lost only
+    _start, say), and that is right: it was cut."""
+    frames = list(frames)
+    while frames and frames[-1] in ("inner", "burn_[i]"):
+        frames.pop()
+    while frames and frames[-1] == "recurse":
+        frames.pop()
+    return tuple(frames) == START[len(START) - len(frames):] if frames else True
+
+
 def test_deep_recursion_is_marked_truncated(daemon, workloads):
     """Nearly all the time is spent 300 calls deep, past the 127 frames kept: those stacks
     say so at their root, and what they show is right. Samples caught on the way down or
-    up at a shallower depth are whole."""
+    up at a shallower depth are whole, or, within a few calls of the limit, cut and marked:
+    which of them a run catches is chance, so each is checked for what it is."""
     stacks, _ = profile(daemon, workloads, "nofp", 60, 300, samples=500)
     cut = {f: n for f, n in stacks.items() if user_frames(f)[0] == "[truncated]"}
     assert sum(cut.values()) > 0.9 * sum(stacks.values())
     for frames in cut:
-        assert set(user_frames(frames)[1:]) <= {"recurse", "inner", "burn_[i]"}, frames
-        assert "main" not in frames
+        assert len(user_frames(frames)) >= 128, f"cut short of the limit: {frames}"
+        assert "_start" not in frames, f"marked but whole: {frames}"
+        assert is_suffix_of_a_whole_recursion(user_frames(frames)[1:]), frames
     for frames in set(stacks) - set(cut):
         # Whole: rooted at the entry point. The loader's and libc's start-up stacks, caught
         # before main, are whole too.
         assert user_frames(frames)[:1] == ("_start",), \
             f"neither whole nor marked truncated: {frames}"
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_truncation_marker_at_the_exact_depth_limit(daemon, workloads, extra):
+    """A stack of exactly 127 addresses is whole, unmarked; one more and the walk keeps the
+    127 leafmost, marked, and main is among them (only _start is lost). The issue's flaky
+    failure was the second kind, caught on the way down a deeper recursion."""
+    depth = 127 - len(START) - 1 + extra  # 4 start-up frames, 122 recurse, inner
+    stacks, _ = profile(daemon, workloads, "nofp", 60, depth, samples=200)
+    full = (*START[extra:], *["recurse"] * depth, "inner", "burn_[i]")
+    want = ("[truncated]", *full) if extra else full
+    assert share(stacks, lambda f: f == want) > 0.9, \
+        sorted(stacks.items(), key=lambda kv: -kv[1])[:2]
 
 
 def test_cpp_names_are_demangled_with_inlined_frames(daemon, workloads):
@@ -191,7 +216,7 @@ def test_debian_python_named_from_its_debug_package(daemon, workloads):
     stacks, status = profile(daemon, workloads, "/usr/bin/python3.11", "-c", loop,
                              samples=600)
     assert status["unwind"] == "dwarf"
-    assert share(stacks, lambda f: f[:4] == ("_start", "__libc_start_main@@GLIBC_2.34",
+    assert share(stacks, lambda f: f[:4] == ("_start", "__libc_start_main",
                                             "__libc_start_call_main", "Py_BytesMain")) > 0.97
     assert share(stacks, lambda f: any(x.startswith("run_mod") for x in f)) > 0.97
     assert share(stacks, lambda f: "pymain_run_python_[i]" in f) > 0.97

@@ -36,22 +36,52 @@ static void test_parse_sample(void **state)
 	/* one name per text address */
 	assert_int_equal(kallsyms_count(k), 6);
 
-	assert_null(kallsyms_lookup(k, 0xffffffff80ffffff));
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000000), "_text");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff810000ff), "_text");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000100), "startup_64");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000150), "startup_64");
+	assert_null(kallsyms_lookup(k, 0xffffffff80ffffff, NULL));
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000000, NULL), "_text");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff810000ff, NULL), "_text");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000100, NULL), "startup_64");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000150, NULL), "startup_64");
 	/* weak beats local; fewer leading underscores beat a global binding */
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000210), "weak_alias");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff810003ff), "do_thing");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000210, NULL), "weak_alias");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff810003ff, NULL), "do_thing");
 	/* past the end of text, up to the next text symbol */
-	assert_null(kallsyms_lookup(k, 0xffffffff81000400));
-	assert_null(kallsyms_lookup(k, 0xffffffff81000fff));
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81001000), "after_data");
+	assert_null(kallsyms_lookup(k, 0xffffffff81000400, NULL));
+	assert_null(kallsyms_lookup(k, 0xffffffff81000fff, NULL));
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81001000, NULL), "after_data");
 	/* the module tag is not part of the name */
-	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0001010), "mod_fn");
+	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0001010, NULL), "mod_fn");
 	/* nothing ends the last symbol, so it is not stretched without bound */
-	assert_null(kallsyms_lookup(k, 0xffffffffc1001000));
+	assert_null(kallsyms_lookup(k, 0xffffffffc1001000, NULL));
+	kallsyms_free(k);
+}
+
+/* Answers that code loaded since may have made wrong: in BPF's pages, or in no symbol. */
+static void test_stale_answers(void **state)
+{
+	static const char text[] =
+		"ffffffff81000000 T schedule\n"
+		"ffffffff81000400 D some_data\n"
+		"ffffffffc0001000 t mod_fn\t[mymod]\n"
+		"ffffffffc0201000 t bpf_prog_0123456789abcdef_old\t[bpf]\n"
+		"ffffffffc0201800 t bpf_prog_fedcba9876543210_other\t[bpf]\n";
+	struct kallsyms *k;
+	bool stale;
+
+	assert_int_equal(kallsyms_parse(text, strlen(text), &k), 0);
+	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000010, &stale), "schedule");
+	assert_false(stale);
+	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0001010, &stale), "mod_fn");
+	assert_false(stale);
+	assert_null(kallsyms_lookup(k, 0xffffffff81000410, &stale));
+	assert_true(stale);
+	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0201100, &stale),
+			    "bpf_prog_0123456789abcdef_old");
+	assert_true(stale);
+	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0201900, &stale),
+			    "bpf_prog_fedcba9876543210_other");
+	assert_true(stale);
+	assert_null(kallsyms_lookup(k, 0xffffffffc1201900, &stale));
+	assert_true(stale);
 	kallsyms_free(k);
 }
 
@@ -64,8 +94,8 @@ static void test_parse_hidden_addresses(void **state)
 
 	assert_int_equal(kallsyms_parse(hidden, strlen(hidden), &k), 0);
 	assert_int_equal(kallsyms_count(k), 0);
-	assert_null(kallsyms_lookup(k, 0));
-	assert_null(kallsyms_lookup(k, 0xffffffff81000000));
+	assert_null(kallsyms_lookup(k, 0, NULL));
+	assert_null(kallsyms_lookup(k, 0xffffffff81000000, NULL));
 	kallsyms_free(k);
 }
 
@@ -131,6 +161,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_sample),
+		cmocka_unit_test(test_stale_answers),
 		cmocka_unit_test(test_parse_hidden_addresses),
 		cmocka_unit_test(test_parse_rejects_garbage),
 		cmocka_unit_test(test_real_kernel),

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -162,6 +166,74 @@ static void test_read_missing_process(void **state)
 	assert_null(m.maps);
 }
 
+/* Waits up to 5 s for pid's stat state to be state. */
+static bool wait_state(pid_t pid, char state)
+{
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		if (p && p[1] && p[2] == state)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static void *sleep_on(void *arg)
+{
+	pause();
+	return NULL;
+}
+
+/* main left with pthread_exit while a thread runs on: the leader's own maps are empty, the
+ * address space is read through the live thread. */
+static void test_read_through_a_live_thread(void **state)
+{
+	struct procmaps m;
+	pid_t reader, pid = fork();
+	pthread_t t;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (pthread_create(&t, NULL, sleep_on, NULL))
+			_exit(1);
+		pthread_exit(NULL);
+	}
+	assert_true(wait_state(pid, 'Z'));
+	assert_int_equal(procmaps_read(pid, &m), 0);
+	assert_true(m.n > 5);
+	assert_int_not_equal(m.reader, pid);
+	assert_int_equal(m.unreadable, 0);
+	procmaps_free(&m);
+	assert_int_equal(procmaps_reader(pid, &reader), 0);
+	assert_int_equal(reader, m.reader);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
+/* Exited, not yet reaped: no thread is left to read through. */
+static void test_read_zombie(void **state)
+{
+	struct procmaps m;
+	pid_t reader, pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_true(wait_state(pid, 'Z'));
+	assert_int_equal(procmaps_read(pid, &m), -ESRCH);
+	assert_int_equal(procmaps_reader(pid, &reader), -ESRCH);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -169,6 +241,8 @@ int main(void)
 		cmocka_unit_test(test_parse_rejects_garbage),
 		cmocka_unit_test(test_read_self),
 		cmocka_unit_test(test_read_missing_process),
+		cmocka_unit_test(test_read_through_a_live_thread),
+		cmocka_unit_test(test_read_zombie),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

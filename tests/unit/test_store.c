@@ -207,11 +207,17 @@ static void test_window_since_clamped(void **state)
 	profile_unref(p);
 }
 
+/* A second aligned to the history's 10-second groups. */
+static int64_t group_sec(void)
+{
+	return now_sec() / 10 * 10;
+}
+
 static void test_expiry(void **state)
 {
 	struct profile *p = profile_new("samples");
 	struct profile_snapshot *s;
-	int64_t t = now_sec();
+	int64_t t = group_sec();
 	uint32_t x[1];
 
 	x[0] = frame(p, "x");
@@ -222,10 +228,11 @@ static void test_expiry(void **state)
 	assert_int_equal(s->total, 1 + 2 + 4); /* t is still the window's first second */
 	profile_snapshot_free(s);
 
-	/* second t + H reuses t's slot: t's count must not leak into it */
+	/* second t + H reuses t's slot: t's count must not leak into it; t and t + 1 are one
+	 * 10-second bucket by now, which goes with its first second */
 	assert_int_equal(profile_add(p, t + PROFILE_HISTORY_S, x, 1, 8), 0);
 	s = snap(p, t);
-	assert_int_equal(s->total, 2 + 4 + 8);
+	assert_int_equal(s->total, 4 + 8);
 	profile_snapshot_free(s);
 	s = snap(p, t + PROFILE_HISTORY_S);
 	assert_int_equal(s->total, 8);
@@ -234,7 +241,7 @@ static void test_expiry(void **state)
 	/* too late for the window: counted in the totals only */
 	assert_int_equal(profile_add(p, t, x, 1, 16), 0);
 	s = snap(p, t);
-	assert_int_equal(s->total, 2 + 4 + 8);
+	assert_int_equal(s->total, 4 + 8);
 	profile_snapshot_free(s);
 
 	/* a jump far ahead empties every bucket */
@@ -247,6 +254,96 @@ static void test_expiry(void **state)
 	assert_int_equal(s->total, 1 + 2 + 4 + 8 + 16 + 32);
 	profile_snapshot_free(s);
 	profile_unref(p);
+}
+
+static uint64_t window_total(struct profile *p, int64_t since)
+{
+	struct profile_snapshot *s = snap(p, since);
+	uint64_t total = s->total;
+
+	profile_snapshot_free(s);
+	return total;
+}
+
+/* The last minute second by second, older seconds in whole 10-second buckets. */
+static void test_history_coarsens_past_a_minute(void **state)
+{
+	struct profile *p = profile_new("samples");
+	struct profile_stats after;
+	int64_t t = group_sec();
+	uint32_t x[2];
+
+	x[0] = frame(p, "thread");
+	for (int i = 0; i < 100; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		x[1] = frame(p, name);
+		assert_int_equal(profile_add(p, t + i, x, 2, 1), 0);
+	}
+	/* t + 40 .. t + 99 are seconds still */
+	assert_int_equal(window_total(p, t + 40), 60);
+	assert_int_equal(window_total(p, t + 45), 55);
+	assert_int_equal(window_total(p, t + 99), 1);
+	/* t .. t + 39 are 10-second buckets: a window counts those that start in it */
+	assert_int_equal(window_total(p, t + 15), 80);
+	assert_int_equal(window_total(p, t + 20), 80);
+	assert_int_equal(window_total(p, t), 100);
+	profile_get_stats(p, &after);
+	assert_int_equal(after.total, 100);
+	profile_unref(p);
+}
+
+/* Past the budget, new stacks are counted in THREAD;[other stacks]: totals stay exact and
+ * the memory stops growing. */
+static void test_budget_bounds_stacks_and_keeps_totals(void **state)
+{
+	size_t base = profile_store_bytes();
+	struct profile *p = profile_new("samples");
+	struct profile_snapshot *s;
+	struct profile_stats st;
+	int64_t t = now_sec();
+	uint32_t x[3];
+	uint64_t known = 0;
+
+	profile_set_budget(base + 64 * 1024);
+	x[0] = frame(p, "thread");
+	x[1] = frame(p, "main");
+	for (int i = 0; i < 20000; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_int_equal(profile_frame_id(p, name, &x[2]), 0);
+		assert_int_equal(profile_add(p, t, x, 3, 1), 0);
+	}
+	profile_get_stats(p, &st);
+	assert_int_equal(st.total, 20000);
+	assert_true(st.other > 0 && st.other < 20000);
+	assert_true(st.stacks < 2000);
+	assert_true(profile_store_bytes() < base + 64 * 1024 + 4096);
+	/* known stacks keep counting as themselves */
+	assert_true(profile_frame_name(p, 5) != NULL);
+	s = snap(p, 0);
+	assert_int_equal(s->total, 20000);
+	for (size_t i = 0; i < s->nstacks; i++) {
+		const struct profile_stack *k = &s->stacks[i];
+
+		if (k->depth == 2) {
+			assert_string_equal(s->names[k->frames[0]], "thread");
+			assert_string_equal(s->names[k->frames[1]], "[other stacks]");
+			assert_int_equal(k->count, st.other);
+		} else {
+			known += k->count;
+		}
+	}
+	assert_int_equal(known + st.other, 20000);
+	profile_snapshot_free(s);
+	/* a new name past the budget is [other frames] */
+	assert_int_equal(profile_frame_id(p, "brand new", &x[2]), 0);
+	assert_string_equal(profile_frame_name(p, x[2]), "[other frames]");
+	profile_unref(p);
+	assert_int_equal(profile_store_bytes(), base);
+	profile_set_budget(SIZE_MAX);
 }
 
 /* Waits for the clock's next second, so that what happens next has a later time. */
@@ -422,7 +519,7 @@ static void *writer(void *arg)
 
 static void test_concurrent(void **state)
 {
-	struct writer_arg w = { .p = profile_new("samples"), .t = now_sec() };
+	struct writer_arg w = { .p = profile_new("samples"), .t = group_sec() };
 	struct profile_snapshot *s;
 	uint64_t last = 0, last_window = 0;
 	int rounds = 0;
@@ -504,6 +601,8 @@ int main(void)
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_window_since_clamped),
 		cmocka_unit_test(test_expiry),
+		cmocka_unit_test(test_history_coarsens_past_a_minute),
+		cmocka_unit_test(test_budget_bounds_stacks_and_keeps_totals),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_snapshot_outlives_writes),
 		cmocka_unit_test(test_snapshot_dup),

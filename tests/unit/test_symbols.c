@@ -109,6 +109,77 @@ static void test_own_and_libc_functions(void **state)
 	proc_syms_free(ps);
 }
 
+/* Versions are not part of a name (__libc_start_main@@GLIBC_2.34), and a compat alias
+ * (llseek@GLIBC_2.2.5, lseek's address) yields to a default one. */
+static void test_versions_and_compat_aliases(void **state)
+{
+	struct proc_syms *ps;
+
+	assert_int_equal(proc_syms_new(*state, getpid(), &ps), 0);
+	assert_string_equal(name_of(ps, libc_symbol("__libc_start_main"), false),
+			    "__libc_start_main");
+	assert_string_equal(name_of(ps, libc_symbol("pthread_cond_wait"), false),
+			    "pthread_cond_wait");
+	assert_string_equal(name_of(ps, libc_symbol("lseek"), false), "lseek");
+	proc_syms_free(ps);
+}
+
+/* GCC's LTO renames static functions NAME.lto_priv.N, and its IPA passes make other bodies
+ * of a function, NAME.isra.N and the like: perf drops the first and keeps the others. */
+int symtest_lto(int x) __asm__("symtest_lto.lto_priv.0");
+__attribute__((noinline)) int symtest_lto(int x)
+{
+	return x * 5 + 2;
+}
+
+int symtest_isra(int x) __asm__("symtest_isra.isra.0");
+__attribute__((noinline)) int symtest_isra(int x)
+{
+	return x * 7 + 3;
+}
+
+static void test_compiler_suffixes(void **state)
+{
+	struct proc_syms *ps;
+
+	assert_int_equal(proc_syms_new(*state, getpid(), &ps), 0);
+	assert_string_equal(name_of(ps, (void *)symtest_lto, false), "symtest_lto");
+	assert_string_equal(name_of(ps, (void *)symtest_isra, false), "symtest_isra.isra.0");
+	proc_syms_free(ps);
+}
+
+__attribute__((noinline)) int symtest_plt_caller(void)
+{
+	return getppid() + 1;
+}
+
+/* Where symtest_plt_caller's first call or jump (e8/e9 rel32) goes: getppid's PLT stub. */
+static const uint8_t *first_call_target(const uint8_t *code)
+{
+	for (int i = 0; i < 64; i++) {
+		int32_t rel;
+
+		if (code[i] != 0xe8 && code[i] != 0xe9)
+			continue;
+		memcpy(&rel, code + i + 1, sizeof(rel));
+		return code + i + 5 + rel;
+	}
+	return NULL;
+}
+
+/* A PLT stub is named after the function it calls, as perf names it. */
+static void test_plt_stub(void **state)
+{
+	const uint8_t *stub = first_call_target((const uint8_t *)symtest_plt_caller);
+	struct proc_syms *ps;
+
+	assert_non_null(stub);
+	assert_int_equal(proc_syms_new(*state, getpid(), &ps), 0);
+	assert_string_equal(name_of(ps, stub, false), "getppid@plt");
+	assert_string_equal(name_of(ps, stub + 6, false), "getppid@plt");
+	proc_syms_free(ps);
+}
+
 /* The inlined helper's code lies in symtest_inliner's: some byte of it is both functions,
  * each with the file and line where it is defined, the module and its build id. */
 static void test_inlined_frames_and_where(void **state)
@@ -282,11 +353,7 @@ static void test_stripped_library(void **state)
 	/* .dynsym survives stripping; the static function has no symbol left at all. */
 	assert_string_equal(name_of(ps, exported, false), "symfixture_exported");
 	assert_string_equal(name_of(ps, hidden, false), want);
-	/* A return address is looked up at the call site but reported at its own offset. */
-	fo.addr++;
-	fo.found = false;
-	dl_iterate_phdr(find_offset_cb, &fo);
-	snprintf(want, sizeof(want), "libsymfixture.so+0x%" PRIx64, fo.offset);
+	/* A return address is named by its call: the byte before it, as perf does. */
 	assert_string_equal(name_of(ps, (char *)hidden + 1, true), want);
 	proc_syms_free(ps);
 	dlclose(lib);
@@ -532,6 +599,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_return_address, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inlined_frames_and_where, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vdso, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_versions_and_compat_aliases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_plt_stub, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compiler_suffixes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stripped_library, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_debuglink_library, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anon_unmapped_and_refresh, setup, teardown),

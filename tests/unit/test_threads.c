@@ -96,6 +96,7 @@ static void test_parse_stat_takes_name_state_and_times(void **state)
 	assert_int_equal(t.state, 'R');
 	assert_int_equal(t.utime_us, 2500000);
 	assert_int_equal(t.stime_us, 500000);
+	assert_int_equal(t.started_us, 1000000); /* starttime 100 ticks */
 	assert_int_equal(threads_parse_stat("4243 x) R 1", 100, &t), -EINVAL);
 	assert_int_equal(threads_parse_stat("4243 ) (x R 1", 100, &t), -EINVAL);
 }

@@ -34,7 +34,11 @@ static void test_uint(void **state)
 	assert_int_equal(uint_of("1001", 1, 1000, &v), -ERANGE);
 	assert_int_equal(uint_of("99999999999999999999999", 1, 1000, &v), -ERANGE);
 	assert_int_equal(uint_of("9999999999999999999999x", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("05", 1, 1000, &v), -EINVAL);
+	assert_int_equal(uint_of("00", 0, 1000, &v), -EINVAL);
 	assert_int_equal(v, 7); /* failures leave the output alone */
+	assert_int_equal(uint_of("0", 0, 1000, &v), 0);
+	assert_int_equal(v, 0);
 }
 
 static int enable_of(const char *s, int *on, uint64_t *d)
@@ -73,6 +77,22 @@ static void test_enable(void **state)
 	assert_int_equal(enable_of("0s", &on, &d), -ERANGE);
 	assert_int_equal(enable_of("8d", &on, &d), -ERANGE);
 	assert_int_equal(enable_of("99999999999999999999999s", &on, &d), -ERANGE);
+}
+
+/* One rule for every number: no leading zero, however many digits follow. */
+static void test_leading_zeros(void **state)
+{
+	char many[5002];
+	uint64_t v = 7, d;
+	int on;
+
+	memset(many, '0', 5000);
+	strcpy(many + 5000, "5");
+	assert_int_equal(uint_of(many, 1, 1000, &v), -EINVAL);
+	assert_int_equal(enable_of(many, &on, &d), -EINVAL);
+	assert_int_equal(enable_of("01", &on, &d), -EINVAL);
+	assert_int_equal(enable_of("030s", &on, &d), -EINVAL);
+	assert_int_equal(v, 7);
 }
 
 static void test_word(void **state)
@@ -145,6 +165,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_uint),
 		cmocka_unit_test(test_enable),
+		cmocka_unit_test(test_leading_zeros),
 		cmocka_unit_test(test_word),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_quote),
