@@ -710,8 +710,10 @@ static void ops_target_status(void *self, const struct collector_target *t, bool
 	struct cpu_collector *c = self;
 	struct cpu_target_info info;
 
-	if (!attached)
+	if (!attached) {
+		fprintf(out, "cpu: off\n");
 		return;
+	}
 	fprintf(out, "cpu: running at %u Hz\n", c->hz);
 	if (cpu_collector_target_info(c, t->pid, &info))
 		return;

@@ -191,6 +191,18 @@ static int attach_locked(struct offcpu_collector *c, char *errbuf, size_t errlen
 	return 0;
 }
 
+/* Sets the kernel's hint for the tgids whose low bits are pid's, from the targets now. */
+static void update_hint_locked(struct offcpu_collector *c, pid_t pid)
+{
+	__u32 slot = pid & OFFCPU_HINT_MASK, hint = 0;
+	struct offcpu_target_state *t, *tmp;
+
+	HASH_ITER(hh, c->targets, t, tmp)
+		if (((__u32)t->pid & OFFCPU_HINT_MASK) == slot)
+			hint = hint ? OFFCPU_HINT_SHARED : (__u32)t->pid;
+	bpf_map_update_elem(bpf_map__fd(c->skel->maps.hints), &slot, &hint, BPF_ANY);
+}
+
 /* Puts t's current worker threads in the kernel's workers map. */
 static void update_workers_locked(struct offcpu_collector *c, struct offcpu_target_state *t)
 {
@@ -244,6 +256,7 @@ int offcpu_collector_add(struct offcpu_collector *c, pid_t pid, struct profile *
 							    : strerror(-err));
 		goto undo;
 	}
+	update_hint_locked(c, pid);
 	goto out;
 undo:
 	HASH_DEL(c->targets, t);
@@ -467,6 +480,7 @@ uint64_t offcpu_collector_remove(struct offcpu_collector *c, pid_t pid, int64_t 
 		forget_started_locked(c, pid);
 		HASH_DEL(c->targets, t);
 		target_state_free(t);
+		update_hint_locked(c, pid);
 		if (!c->targets)
 			detach_locked(c);
 	}

@@ -281,16 +281,17 @@ void sys_collector_remove(struct sys_collector *c, pid_t pid, uint32_t what, int
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_INT(c->targets, &pid, t);
 	if (t && t->what & what) {
-		uint32_t drained = wanted_locked(c);
+		uint32_t left = t->what & ~what;
 
-		t->what &= ~what;
-		if (t->what)
-			bpf_map_update_elem(fd, &pid, &t->what, BPF_ANY);
+		if (left)
+			bpf_map_update_elem(fd, &pid, &left, BPF_ANY);
 		else
 			bpf_map_delete_elem(fd, &pid);
-		/* Its last calls and waits go to its table before it stops; a later drain drops
-		 * what comes after (no target, or calls of a collector it has off). */
-		sys_drain_locked(c, drained, now);
+		/* Its last calls or waits go to its table before it stops (only the kinds it
+		 * stops: each swap waits for the kernel); a later drain drops what comes after
+		 * (no target, or calls of a collector it has off). */
+		sys_drain_locked(c, what, now);
+		t->what = left;
 		if (!t->what) {
 			HASH_DEL(c->targets, t);
 			target_free(t);

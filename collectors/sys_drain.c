@@ -211,7 +211,7 @@ static int dispatch(struct sys_collector *c, int kind, const void *key,
 	struct sys_target *t;
 
 	HASH_FIND_INT(c->targets, &pid, t);
-	if (!t)
+	if (!t || !(t->what & (kind == KIND_SYS ? SYS_TARGET_SYSCALLS : SYS_TARGET_LOCKS)))
 		return 0;
 	switch (kind) {
 	case KIND_SYS:

@@ -105,23 +105,31 @@ static void target_free(struct target *t)
 	free(t);
 }
 
-/* Stops the collectors of mask (attached ones) of t, last attached first, and keeps what
- * each dropped. */
-static void detach_collectors(struct targets *ts, struct target *t, uint32_t mask, int64_t now)
-{
-	for (int i = APERTURE_COLLECTORS; i-- > 0;) {
-		struct aperture_collector *c = &ts->a->collectors[i];
+/* What an attach or detach outside the registry's lock reports back. */
+struct collector_outcome {
+	uint32_t attached;        /* attached by it */
+	int failed;               /* index of the collector whose error is returned */
+	uint64_t drops[APERTURE_COLLECTORS];
+	char why[APERTURE_COLLECTORS][160]; /* why not attached ("not a JVM"), or the error */
+};
 
-		if (mask & t->attached & 1u << i)
-			t->drops[i] = c->ops->detach(c->self, t->pid, now);
-	}
-	t->attached &= ~mask;
+/* Detaches the collectors of mask from pid, last to first (the JVM's Java frames go to cpu
+ * before it stops). Called without the registry's lock but where a record goes. */
+static void detach_set(struct aperture *a, pid_t pid, uint32_t mask, int64_t now,
+		       struct collector_outcome *o)
+{
+	for (int i = APERTURE_COLLECTORS; i-- > 0;)
+		if (mask & 1u << i)
+			o->drops[i] = a->collectors[i].ops->detach(a->collectors[i].self, pid, now);
 }
 
-/* Only a record that is not busy goes (at shutdown, none is). */
+/* Only a record that is not busy goes (at shutdown, none is). A record that goes while
+ * enabled (its pid was reused before a tick saw the exit) detaches under the lock. */
 static void target_drop_locked(struct targets *ts, struct target *t)
 {
-	detach_collectors(ts, t, t->attached, aperture_now());
+	struct collector_outcome o;
+
+	detach_set(ts->a, t->pid, t->attached, aperture_now(), &o);
 	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
 		struct aperture_collector *c = &ts->a->collectors[i];
 
@@ -396,14 +404,6 @@ static void collector_target_of(const struct target *t, const struct sinks *s, b
 	};
 }
 
-/* What an attach or detach outside the registry's lock reports back. */
-struct collector_outcome {
-	uint32_t attached;        /* attached by it */
-	int failed;               /* index of the collector whose error is returned */
-	uint64_t drops[APERTURE_COLLECTORS];
-	char why[APERTURE_COLLECTORS][160]; /* why not attached ("not a JVM"), or the error */
-};
-
 /* Attaches the collectors of want to ct, first to last. One that does not apply to ct
  * (-EOPNOTSUPP) is left out with its reason. On an error, detaches what it attached and
  * returns the error, o->failed saying whose. Called without the registry's lock. */
@@ -438,16 +438,6 @@ static int attach_set(struct aperture *a, const struct collector_target *ct, uin
 		o->attached |= 1u << i;
 	}
 	return 0;
-}
-
-/* Detaches the collectors of mask from pid, last to first (the JVM's Java frames go to cpu
- * before it stops). Called without the registry's lock. */
-static void detach_set(struct aperture *a, pid_t pid, uint32_t mask, int64_t now,
-		       struct collector_outcome *o)
-{
-	for (int i = APERTURE_COLLECTORS; i-- > 0;)
-		if (mask & 1u << i)
-			o->drops[i] = a->collectors[i].ops->detach(a->collectors[i].self, pid, now);
 }
 
 /* A record whose collectors are attached or detached is busy: the registry's lock is let
@@ -608,6 +598,13 @@ out:
 	return err;
 }
 
+/* t's set (its own, or the one it is enabled with), else what its next enable gets. */
+static uint32_t collectors_of(struct targets *ts, const struct target *t)
+{
+	return t && (t->own_collectors || t->state == TARGET_ENABLED) ?
+		       t->collectors : atomic_load(&ts->a->default_collectors);
+}
+
 int targets_write_collectors(struct targets *ts, pid_t pid, const char *buf, size_t len)
 {
 	struct aperture *a = ts->a;
@@ -673,8 +670,7 @@ int targets_read_collectors(struct targets *ts, pid_t pid, FILE *out)
 
 	pthread_mutex_lock(&ts->lock);
 	err = find_locked(ts, pid, &t);
-	mask = t && (t->own_collectors || t->state == TARGET_ENABLED) ?
-		       t->collectors : atomic_load(&ts->a->default_collectors);
+	mask = collectors_of(ts, t);
 	pthread_mutex_unlock(&ts->lock);
 	if (!err)
 		aperture_collectors_print(mask, out);
@@ -958,8 +954,7 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	if (found_by)
 		fprintf(out, "jvm_found_by: %s\n", found_by);
 	fprintf(out, "collectors: ");
-	aperture_collectors_print(t && (t->own_collectors || t->state == TARGET_ENABLED) ?
-				  t->collectors : atomic_load(&a->default_collectors), out);
+	aperture_collectors_print(collectors_of(ts, t), out);
 	print_collectors(a, t, out);
 	if (t)
 		collector_target_of(t, &none, t->jvm, &ct);
