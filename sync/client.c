@@ -76,8 +76,9 @@ int sync_check_url(const char *url, char *why, size_t whylen)
 		return -EINVAL;
 	}
 	for (const char *p = url; *p; p++) {
-		if ((unsigned char)*p <= 0x20 || *p == 0x7f) {
-			snprintf(why, whylen, "a URL has no spaces or control characters");
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
+			snprintf(why, whylen, "a URL is printable ASCII without spaces "
+				 "(percent-encode the rest)");
 			return -EINVAL;
 		}
 	}

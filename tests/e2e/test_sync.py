@@ -338,7 +338,7 @@ def test_spool_too_small_drops_the_oldest_counted_and_the_rest_is_exact(
 def test_sync_settings_are_checked(fleet):
     _, nodes = fleet
     cfg = nodes["n2"].mnt / "config"
-    for value in ("ftp://x", "http://", "http://a b", "x"):
+    for value in ("ftp://x", "http://", "http://a b", "x", "http://h\u00e9te"):
         assert write_errno(cfg / "sync", value) == 22, value
     assert "config/sync" in nodes["n2"].sync()["last_error"]
     assert read(cfg / "sync").startswith("http://10.200.2.1:")
