@@ -216,9 +216,10 @@ static int kind_of(const char *word, size_t len)
 /* Splits line into words in place: at most max. */
 static int split(char *line, char **words, int max)
 {
+	char *save;
 	int n = 0;
 
-	for (char *p = strtok(line, " \t"); p; p = strtok(NULL, " \t")) {
+	for (char *p = strtok_r(line, " \t", &save); p; p = strtok_r(NULL, " \t", &save)) {
 		if (n == max)
 			return -E2BIG;
 		words[n++] = p;
@@ -226,8 +227,7 @@ static int split(char *line, char **words, int max)
 	return n;
 }
 
-static int parse_rule(struct aperture *a, char *line, int lineno, struct rule *out,
-		      char *why, size_t why_size)
+static int parse_rule(char *line, int lineno, struct rule *out, char *why, size_t why_size)
 {
 	char *w[32], err_why[160];
 	int n = split(line, w, 32), i;
@@ -330,8 +330,8 @@ static int parse_rule(struct aperture *a, char *line, int lineno, struct rule *o
 	return 0;
 }
 
-static int parse(struct aperture *a, const char *text, struct rule **out, size_t *nout,
-		 char *why, size_t why_size)
+static int parse(const char *text, struct rule **out, size_t *nout, char *why,
+		 size_t why_size)
 {
 	char *copy = strdup(text), *line, *next, msg[200];
 	struct rule *v = NULL;
@@ -357,7 +357,7 @@ static int parse(struct aperture *a, const char *text, struct rule **out, size_t
 		}
 		v = bigger;
 		line[strcspn(line, "\r")] = 0;
-		err = parse_rule(a, line, lineno, &v[n], msg, sizeof(msg));
+		err = parse_rule(line, lineno, &v[n], msg, sizeof(msg));
 		n++;
 		if (err == -EINVAL)
 			snprintf(why, why_size, "line %d: %s", lineno, msg);
@@ -566,7 +566,7 @@ static int load(struct rules *r, const char *text, size_t len, bool apply, char 
 		snprintf(why, why_size, "contains a NUL byte");
 		return -EINVAL;
 	}
-	err = parse(r->a, copy, &v, &n, why, why_size);
+	err = parse(copy, &v, &n, why, why_size);
 	if (err) {
 		free(copy);
 		return err;
