@@ -97,7 +97,10 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 	a->cpu_error = a->collectors[0].error;
 	a->offcpu = a->collectors[1].self;
 	a->sys = env.sys;
+	/* The JVM views and thread dumps ask its sessions, which only memory can deny. */
 	a->jvm = jvm_ops_collector(a->collectors[4].self);
+	if (!a->jvm)
+		return -ENOMEM;
 	atomic_store(&a->default_collectors, DEFAULT_COLLECTORS);
 	return targets_new(a, &a->targets);
 }

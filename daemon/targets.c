@@ -62,6 +62,7 @@ static const char *const state_names[] = {
 	[TARGET_ENABLED] = "enabled",
 	[TARGET_EXPIRED] = "expired",
 	[TARGET_EXITED] = "exited",
+	[TARGET_STOPPING] = "stopping",
 };
 
 static const char *const profile_units[TARGET_PROFILE_NR] = {
@@ -541,6 +542,9 @@ static void disable_locked(struct targets *ts, struct target *t, enum target_sta
 	uint32_t mask = t->attached;
 	int64_t now;
 
+	/* Readers see it stop at once (sync ships no more of its live state); the state it
+	 * goes to is shown once its data is final. */
+	t->state = TARGET_STOPPING;
 	busy_begin(ts, t);
 	now = aperture_now();
 	detach_set(ts->a, t->pid, mask, now, &o);
@@ -601,7 +605,8 @@ out:
 /* t's set (its own, or the one it is enabled with), else what its next enable gets. */
 static uint32_t collectors_of(struct targets *ts, const struct target *t)
 {
-	return t && (t->own_collectors || t->state == TARGET_ENABLED) ?
+	return t && (t->own_collectors || t->state == TARGET_ENABLED ||
+		     t->state == TARGET_STOPPING) ?
 		       t->collectors : atomic_load(&ts->a->default_collectors);
 }
 

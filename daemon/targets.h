@@ -22,6 +22,9 @@ enum target_state {
 	TARGET_ENABLED,
 	TARGET_EXPIRED,  /* a temporary enable ran out */
 	TARGET_EXITED,
+	/* Its collectors are being detached (a disable, an expiry, an exit): what it collected
+	 * is final once it leaves this state for the one it is going to. */
+	TARGET_STOPPING,
 };
 
 enum target_profile {
