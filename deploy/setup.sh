@@ -20,7 +20,7 @@ apt-get install -y -q --no-install-recommends \
 	libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 curl iproute2 \
 	postgresql nginx-light wrk \
 	podman buildah runc busybox-static python3-yaml \
-	cargo golang-go
+	cargo golang-go clickhouse-server
 # The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.
 command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
 npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2
