@@ -1118,70 +1118,106 @@ static bool worth_keeping(const struct target *t)
 	return false;
 }
 
-/* A target whose collectors a tick stops: an enable that ran out, or a process gone. */
-struct stopping {
+/* One live target a tick looks at: what it reads of the process in /proc, without the
+ * registry's lock (200 targets take tens of ms to read), the record busy meanwhile. */
+struct tick_item {
 	struct target *t;
-	enum target_state to;
+	uint64_t start_time;
+	bool enabled;
+	bool gone;                /* exited, or its pid is another process now */
+	bool have_threads;
+	struct thread_list threads; /* an enabled target's, for its threads' CPU history */
 };
+
+static void tick_read(struct tick_item *it)
+{
+	struct proc_identity id;
+
+	it->gone = proc_identity_read(it->t->pid, &id) || id.start_time != it->start_time;
+	it->have_threads = it->enabled && !it->gone &&
+			   !threads_read(it->t->pid, THREADS_BASIC, &it->threads);
+}
+
+/* Applies what the tick read of it->t (busy until now): expiry, exit, the threads' CPU.
+ * Returns the state the target must stop to (its collectors detached by the caller), or
+ * TARGET_ENABLED for none; *dropped when the record went. */
+static enum target_state tick_apply_locked(struct targets *ts, struct tick_item *it,
+					   int64_t now, bool *dropped)
+{
+	struct target *t = it->t;
+	enum target_state to = TARGET_ENABLED;
+
+	*dropped = false;
+	t->busy = false;
+	if (t->state == TARGET_ENABLED && t->expires && now >= t->expires)
+		to = TARGET_EXPIRED;
+	if (it->gone) {
+		if (!worth_keeping(t)) {
+			target_drop_locked(ts, t);
+			*dropped = true;
+			return TARGET_ENABLED;
+		}
+		to = TARGET_EXITED;
+	}
+	if (to != TARGET_ENABLED && t->state == TARGET_ENABLED)
+		return to;
+	if (to == TARGET_EXITED) {
+		t->state = to;
+		t->since = now;
+		t->expires = 0;
+	}
+	if (t->state == TARGET_ENABLED && it->have_threads &&
+	    (t->thread_cpu || (t->thread_cpu = thread_cpu_new())))
+		thread_cpu_record(t->thread_cpu, &it->threads, monotonic_us());
+	return TARGET_ENABLED;
+}
 
 void targets_tick(struct targets *ts, int64_t now)
 {
 	int64_t retain = config_get(ts->a, CONFIG_RETAIN_EXITED_S);
-	struct stopping *stop = NULL;
-	size_t nstop = 0, cap = 0;
-	struct proc_identity id;
+	struct tick_item *items = NULL;
+	size_t n = 0, cap = 0;
 	struct target *t, *tmp;
 
 	pthread_mutex_lock(&ts->lock);
 	HASH_ITER(hh, ts->by_pid, t, tmp) {
-		enum target_state to = TARGET_ENABLED;
-
 		if (t->busy)
 			continue;
-		if (t->state == TARGET_ENABLED && t->expires && now >= t->expires)
-			to = TARGET_EXPIRED;
-		if (t->state != TARGET_EXITED &&
-		    (proc_identity_read(t->pid, &id) || !proc_identity_same(&t->id, &id))) {
-			if (!worth_keeping(t)) {
+		if (t->state == TARGET_EXITED) {
+			if (now >= t->since + retain)
 				target_drop_locked(ts, t);
-				continue;
-			}
-			to = TARGET_EXITED;
+			continue;
 		}
-		if (to != TARGET_ENABLED && t->state == TARGET_ENABLED) {
-			/* Stopped below, outside the lock: the record stays while busy. */
-			if (nstop == cap) {
-				struct stopping *bigger;
+		if (n == cap) {
+			struct tick_item *bigger;
 
-				cap = cap ? 2 * cap : 16;
-				bigger = realloc(stop, cap * sizeof(*stop));
-				if (!bigger)
-					continue; /* next second */
-				stop = bigger;
-			}
-			stop[nstop++] = (struct stopping){ t, to };
-			t->busy = true;
-			continue;
+			cap = cap ? 2 * cap : 64;
+			bigger = realloc(items, cap * sizeof(*items));
+			if (!bigger)
+				break; /* the rest next second */
+			items = bigger;
 		}
-		if (to == TARGET_EXITED) {
-			t->state = to;
-			t->since = now;
-			t->expires = 0;
-		}
-		if (t->state == TARGET_EXITED && now >= t->since + retain) {
-			target_drop_locked(ts, t);
-			continue;
-		}
-		if (t->state == TARGET_ENABLED)
-			thread_cpu_sample_locked(t, false);
-	}
-	/* Each one busy already: disable_locked lets the lock go around its detach. */
-	for (size_t i = 0; i < nstop; i++) {
-		stop[i].t->busy = false;
-		disable_locked(ts, stop[i].t, stop[i].to);
+		items[n++] = (struct tick_item){ .t = t, .start_time = t->id.start_time,
+						 .enabled = t->state == TARGET_ENABLED };
+		t->busy = true;
 	}
 	pthread_mutex_unlock(&ts->lock);
-	free(stop);
+	for (size_t i = 0; i < n; i++)
+		tick_read(&items[i]);
+	pthread_mutex_lock(&ts->lock);
+	for (size_t i = 0; i < n; i++) {
+		enum target_state to;
+		bool dropped;
+
+		to = tick_apply_locked(ts, &items[i], now, &dropped);
+		if (to != TARGET_ENABLED)
+			disable_locked(ts, items[i].t, to); /* lets the lock go around its detach */
+		if (items[i].have_threads)
+			threads_free(&items[i].threads);
+	}
+	pthread_cond_broadcast(&ts->idle);
+	pthread_mutex_unlock(&ts->lock);
+	free(items);
 }
 
 int targets_threads_busy(struct targets *ts, pid_t pid, struct thread_list *l)
