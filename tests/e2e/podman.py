@@ -86,8 +86,11 @@ class Containers:
                    timeout=timeout)
 
     def remove_all(self):
-        for name in self.names:
-            run(*PODMAN, "rm", "-f", "-t", "0", name, check=False)
+        """Newest first: podman refuses to remove a container another one shares a PID
+        namespace with (the app of a sidecar), and a left-over app burns CPU for ever."""
+        for name in reversed(self.names):
+            p = run(*PODMAN, "rm", "-f", "-t", "0", name, check=False, timeout=120)
+            assert p.returncode == 0, f"podman rm {name}: {p.stderr}"
         self.names.clear()
 
 
