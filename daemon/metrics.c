@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include "collectors/collector.h"
 #include "collectors/cpu.h"
 #include "collectors/jvm/hsperf_watch.h"
 #include "collectors/offcpu.h"
@@ -13,21 +14,20 @@
 #include "sync/client.h"
 #include "views/prom.h"
 
-/* aperture_collector_up{collector} 1 when it loaded, aperture_collector_active 1 when it is
- * collecting now (some target enabled). */
-static void collector_state(FILE *up, FILE *active, const char *name, bool loaded, bool on)
+/* aperture_collector_active{collector} 1 when it is collecting now (some target has it on);
+ * aperture_collector_up comes from the daemon's list of collectors, in aperture_metrics. */
+static void collector_active(FILE *active, const char *name, bool on)
 {
-	fprintf(up, "aperture_collector_up{collector=\"%s\"} %d\n", name, loaded);
 	fprintf(active, "aperture_collector_active{collector=\"%s\"} %d\n", name, on);
 }
 
-static void cpu_metrics(struct aperture *a, FILE *out, FILE *up, FILE *active)
+static void cpu_metrics(struct aperture *a, FILE *out, FILE *active)
 {
 	struct cpu_collector_stats cs = {0};
 
 	if (a->cpu)
 		cpu_collector_get_stats(a->cpu, &cs);
-	collector_state(up, active, "cpu", a->cpu, cs.running);
+	collector_active(active, "cpu", cs.running);
 	prom_value(out, "aperture_cpu_samples_total", "counter",
 		   "CPU samples taken in the kernel for enabled targets.", cs.samples);
 	prom_family(out, "aperture_cpu_samples_dropped_total", "counter",
@@ -47,13 +47,13 @@ static void cpu_metrics(struct aperture *a, FILE *out, FILE *up, FILE *active)
 		(unsigned long long)cs.ustack_errors, (unsigned long long)cs.kstack_errors);
 }
 
-static void offcpu_metrics(struct aperture *a, FILE *out, FILE *up, FILE *active)
+static void offcpu_metrics(struct aperture *a, FILE *out, FILE *active)
 {
 	struct offcpu_collector_stats os = {0};
 
 	if (a->offcpu)
 		offcpu_collector_get_stats(a->offcpu, &os);
-	collector_state(up, active, "offcpu", a->offcpu, os.running);
+	collector_active(active, "offcpu", os.running);
 	prom_value(out, "aperture_offcpu_waits_total", "counter",
 		   "Off-CPU waits of enabled targets kept.", os.waits);
 	prom_family(out, "aperture_offcpu_waits_dropped_total", "counter",
@@ -67,21 +67,22 @@ static void offcpu_metrics(struct aperture *a, FILE *out, FILE *up, FILE *active
 		   "Blocking events dropped: the ring buffer was full.", os.events_lost);
 }
 
-static void sys_metrics(struct aperture *a, FILE *out, FILE *up, FILE *active)
+static void sys_metrics(struct aperture *a, FILE *out, FILE *active)
 {
 	struct sys_collector_stats ss = {0};
 
 	if (a->sys)
 		sys_collector_get_stats(a->sys, &ss);
-	collector_state(up, active, "syscalls", a->sys, ss.attached);
-	collector_state(up, active, "kernel_locks", a->sys, ss.kernel_locks);
+	collector_active(active, "syscalls", ss.syscalls);
+	collector_active(active, "locks", ss.locks);
+	collector_active(active, "kernel_locks", ss.kernel_locks);
 	prom_value(out, "aperture_syscalls_timed_total", "counter",
 		   "System calls of enabled targets timed.", ss.calls);
 	prom_value(out, "aperture_syscalls_dropped_total", "counter",
 		   "System call aggregates dropped: a stats map was full.", ss.map_full);
 }
 
-static void jvm_metrics(struct aperture *a, FILE *out, FILE *up, FILE *active)
+static void jvm_metrics(struct aperture *a, FILE *out)
 {
 	struct hsperf_watch_stats ws = {0};
 	pid_t *pids = NULL;
@@ -89,7 +90,6 @@ static void jvm_metrics(struct aperture *a, FILE *out, FILE *up, FILE *active)
 	if (a->jvm_watch && hsperf_watch_snapshot(a->jvm_watch, &ws, &pids))
 		ws = (struct hsperf_watch_stats){0};
 	free(pids);
-	collector_state(up, active, "jvm_watch", a->jvm_watch, ws.jvms);
 	prom_value(out, "aperture_jvms", "gauge", "JVMs found on this machine.", ws.jvms);
 }
 
@@ -146,10 +146,15 @@ int aperture_metrics(struct aperture *a, FILE *out)
 		   a->started);
 	prom_value(out, "aperture_sampling_frequency_hertz", "gauge", "config/frequency_hz.",
 		   config_get(a, CONFIG_FREQUENCY_HZ));
-	cpu_metrics(a, out, up, active);
-	offcpu_metrics(a, out, up, active);
-	sys_metrics(a, out, up, active);
-	jvm_metrics(a, out, up, active);
+	/* every collector the daemon lists: loaded, or not (status says why) */
+	for (int i = 0; i < APERTURE_COLLECTORS; i++)
+		if (a->collectors[i].ops)
+			fprintf(up, "aperture_collector_up{collector=\"%s\"} %d\n",
+				a->collectors[i].ops->name, a->collectors[i].self != NULL);
+	cpu_metrics(a, out, active);
+	offcpu_metrics(a, out, active);
+	sys_metrics(a, out, active);
+	jvm_metrics(a, out);
 	fclose(up);
 	fclose(active);
 	prom_family(out, "aperture_collector_up", "gauge",

@@ -22,6 +22,9 @@ enum target_state {
 	TARGET_ENABLED,
 	TARGET_EXPIRED,  /* a temporary enable ran out */
 	TARGET_EXITED,
+	/* Its collectors are being detached (a disable, an expiry, an exit): what it collected
+	 * is final once it leaves this state for the one it is going to. */
+	TARGET_STOPPING,
 };
 
 enum target_profile {
@@ -54,7 +57,14 @@ int targets_list(struct targets *ts, pid_t **pids, size_t *n);
 /* Control files. Each returns 0 or a negative errno (-EINVAL, -ERANGE, -ESRCH for an exited
  * process, -ENOENT for no such process, or a collector's error) and, on error, changes
  * nothing and leaves the reason as the target's last_error. */
+/* enable: a new enable is a new profile (every profile, syscalls and locks, blocking events and
+ * threads' history start empty, `since` is the enable); 1 while enabled keeps the profile and
+ * sets no expiry, a duration a new one. */
 int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t len);
+/* collectors: this target's set (aperture_collectors_parse), applied at once while enabled
+ * (what the others collected is kept), and what its next enables get. */
+int targets_write_collectors(struct targets *ts, pid_t pid, const char *buf, size_t len);
+int targets_read_collectors(struct targets *ts, pid_t pid, FILE *out);
 int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t len);
 /* window: "global" (follow config/window_s, the default) or 0..PROFILE_HISTORY_S seconds. */
 int targets_write_window(struct targets *ts, pid_t pid, const char *buf, size_t len);
@@ -109,11 +119,28 @@ struct target_record {
 	struct profile *profiles[TARGET_PROFILE_NR];
 	struct blocking_log *blocking;
 	struct sys_table *sys;
+	char labels[1024];       /* the node's and the rules', "k=v k=v" */
 };
 
 /* Every record that collected (has a profile), by pid ascending. Free with
  * targets_records_free. 0 or -ENOMEM. */
 int targets_records(struct targets *ts, struct target_record **out, size_t *n);
 void targets_records_free(struct target_record *r, size_t n);
+
+/* What the rules decided for a process (daemon/rules.h). */
+enum target_rule_decision { TARGET_RULE_NONE, TARGET_RULE_ENABLE, TARGET_RULE_DISABLE };
+struct target_rule_outcome {
+	enum target_rule_decision decision;
+	int rule;             /* the deciding rule's line */
+	uint32_t collectors;  /* the set to enable with; 0: the target's own or config's */
+	uint64_t duration;    /* seconds; 0: until disabled */
+	const char *labels;   /* the labels the rules set, "" for none */
+	bool reapply;         /* the rules were rewritten: a rule's enable no rule makes now goes */
+};
+/* Applies o to pid if it is still the process that started at start_time. An explicit
+ * `echo 0 > enable` wins: such a target is not enabled; the user's enables are not undone.
+ * -EDQUOT when enabling would pass config/max_targets enabled targets (nothing done). */
+int targets_apply_rule(struct targets *ts, pid_t pid, uint64_t start_time,
+		       const struct target_rule_outcome *o);
 
 #endif

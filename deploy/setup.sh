@@ -18,10 +18,15 @@ apt-get install -y -q --no-install-recommends \
 	protobuf-c-compiler libprotobuf-c-dev protobuf-compiler python3-protobuf \
 	chromium chromium-driver python3-selenium nodejs openjdk-17-jdk-headless \
 	libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 curl iproute2 \
+	postgresql nginx-light wrk \
+	podman buildah runc busybox-static python3-yaml \
 	cargo golang-go clickhouse-server prometheus
 # The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.
 command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
 npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2
+# The manifests in deploy/k8s are checked against the Kubernetes API's schema.
+npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests kubernetes-models@4.5.1 \
+	yaml@2
 # The page's browser test drives Debian's chromium with playwright-core (no browser download);
 # the Pyroscope ingest test pushes with Pyroscope's own Node.js client.
 npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests playwright-core@1.65.1 \

@@ -1,5 +1,7 @@
 #include <errno.h>
 #include "daemon/aperture.h"
+#include "daemon/rules.h"
+#include "daemon/pidns.h"
 #include "daemon/targets.h"
 #include "daemon/threads.h"
 #include "fs/fs.h"
@@ -41,6 +43,26 @@ static int write_config(struct aperture *a, const struct node_ref *ref, const ch
 	return config_write(a, ref->node->arg, buf, len);
 }
 
+static int render_rules(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return a->rules ? rules_read(a->rules, out) : 0;
+}
+
+/* An open's writes make the whole set (printf writes a line at a time); a bad one changes
+ * nothing and says which line. */
+static int write_rules(struct aperture *a, const struct node_ref *ref, const char *buf,
+		       size_t len)
+{
+	char why[256];
+	int err = a->rules ? rules_set(a->rules, ref->write_offset > 0, buf, len, why,
+				       sizeof(why))
+			   : -EOPNOTSUPP;
+
+	if (err && err != -EOPNOTSUPP)
+		aperture_set_error(a, "config/rules: %s", why);
+	return err;
+}
+
 static int render_enable(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
 	return targets_read_enable(a->targets, ref->pid, out);
@@ -68,6 +90,19 @@ static int write_reset(struct aperture *a, const struct node_ref *ref, const cha
 		       size_t len)
 {
 	return targets_write_reset(a->targets, ref->pid, buf, len);
+}
+
+static int render_collectors(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return ref->pid ? targets_read_collectors(a->targets, ref->pid, out)
+			: aperture_read_collectors(a, out);
+}
+
+static int write_collectors(struct aperture *a, const struct node_ref *ref, const char *buf,
+			    size_t len)
+{
+	return ref->pid ? targets_write_collectors(a->targets, ref->pid, buf, len)
+			: aperture_write_collectors(a, buf, len);
 }
 
 int node_render_window(struct aperture *a, const struct node_ref *ref, FILE *out)
@@ -195,7 +230,8 @@ static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *ou
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
        N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
        N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS, N_JVM_ATTACH, N_MEMORY_MB,
-       N_SYNC, N_SYNC_INTERVAL, N_SYNC_SPOOL, N_METRICS };
+       N_SYNC, N_SYNC_INTERVAL, N_SYNC_SPOOL, N_COLLECTORS, N_RULES, N_MAX_TARGETS, N_LABELS,
+       N_METRICS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -247,6 +283,15 @@ const struct node fs_nodes[] = {
 	[N_SYNC_SPOOL] = { .name = "sync_spool_mb", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			   .render = render_config, .write = write_config,
 			   .arg = CONFIG_SYNC_SPOOL_MB },
+	[N_COLLECTORS] = { .name = "collectors", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			   .render = render_collectors, .write = write_collectors },
+	[N_RULES] = { .name = "rules", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		      .render = render_rules, .write = write_rules },
+	[N_MAX_TARGETS] = { .name = "max_targets", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			    .render = render_config, .write = write_config,
+			    .arg = CONFIG_MAX_TARGETS },
+	[N_LABELS] = { .name = "labels", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		       .render = render_config, .write = write_config, .arg = CONFIG_LABELS },
 	[N_METRICS] = FILE_NODE("metrics", 0444, N_ROOT, render_metrics, NULL),
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
@@ -284,6 +329,7 @@ const struct node fs_target_nodes[] = {
 	/* the flame graph people ask for by this name */
 	VIEW_NODE("flame.svg", T_DIR, TARGET_PROFILE_CPU, VIEW_SVG),
 	FILE_NODE("window", 0600, T_DIR, node_render_window, node_write_window),
+	CONTROL_NODE("collectors", render_collectors, write_collectors),
 	CONTROL_NODE("baseline", render_baseline, write_baseline),
 	DIFF_NODE("diff.folded", T_DIR, TARGET_PROFILE_CPU, DIFF_FOLDED),
 	DIFF_NODE("diff.svg", T_DIR, TARGET_PROFILE_CPU, DIFF_SVG),
@@ -352,4 +398,29 @@ uint64_t node_thread_ino(pid_t pid, pid_t tid, int index)
 int node_thread_index(const struct node_ref *ref)
 {
 	return ref->node - fs_thread_nodes;
+}
+
+static int view_shift(uint64_t ino)
+{
+	if (ino & THREAD_INO_BIT)
+		return THREAD_VIEW_SHIFT;
+	if ((ino & TARGET_INO_BIT) && !(ino & SCOPE_INO_BIT))
+		return TARGET_VIEW_SHIFT;
+	return -1;
+}
+
+uint64_t node_in_view(uint64_t ino, uint32_t view)
+{
+	int shift = view_shift(ino);
+
+	if (shift < 0)
+		return ino;
+	return (ino & ~((uint64_t)PIDNS_VIEWS_MAX << shift)) | (uint64_t)view << shift;
+}
+
+uint32_t node_view(uint64_t ino)
+{
+	int shift = view_shift(ino);
+
+	return shift < 0 ? 0 : (ino >> shift) & PIDNS_VIEWS_MAX;
 }
