@@ -264,7 +264,9 @@ static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 	err = tree_render(&g->tree, &ref, &data, &len);
 	if (err) {
 		atomic_fetch_add(&g->read_errors, 1);
-		snprintf(why, sizeof(why), "%s: %s", path, strerror(-err));
+		snprintf(why, sizeof(why), "%s: %s", path, err == -EIO ?
+			 "the store failed (its error is in the aggregator's log); retry later" :
+			 strerror(-err));
 		return answer_error(c, err == -ENOENT ? 404 : err == -EIO ? 503 : 500, why);
 	}
 	/* An empty file is a valid answer; libmicrohttpd wants a buffer all the same. */

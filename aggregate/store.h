@@ -63,6 +63,13 @@ struct agg_apply_result {
 	uint64_t samples; /* counts stored (sum of every second's counts) */
 };
 
+/* A table of the store, for status and metrics. */
+struct agg_store_table {
+	char name[32];
+	uint64_t rows, bytes, parts;
+	int64_t oldest;      /* unix seconds of its oldest row; 0 when unknown or empty */
+};
+
 struct agg_store_ops {
 	int (*apply)(struct agg_store *s, const WireBatch *b, int64_t now,
 		     struct agg_apply_result *r);
@@ -91,6 +98,8 @@ struct agg_store_ops {
 	/* Totals for status and metrics. */
 	int (*totals)(struct agg_store *s, uint64_t *batches, uint64_t *samples, uint64_t *nodes,
 		      uint64_t *targets);
+	/* Its tables (up to max; NULL when the store has none to report). */
+	int (*stats)(struct agg_store *s, struct agg_store_table *out, size_t max, size_t *n);
 	void (*close)(struct agg_store *s);
 };
 
@@ -99,8 +108,11 @@ struct agg_store {
 	char url[4096];
 };
 
-/* Opens the store a URL names: sqlite:PATH, or a bare path (SQLite). -EINVAL for an unknown
- * scheme, with why filled. */
+/* Opens the store a URL names: sqlite:PATH, or a bare path (SQLite), or
+ * clickhouse://HOST:PORT/DB (aggregate/store_clickhouse.c). -EINVAL for an unknown scheme,
+ * with why filled. */
 int agg_store_open(const char *url, struct agg_store **out, char *why, size_t why_size);
+int agg_store_open_clickhouse(const char *url, struct agg_store **out, char *why,
+			      size_t why_size);
 
 #endif

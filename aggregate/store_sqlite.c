@@ -179,8 +179,7 @@ static void sqlite_close(struct agg_store *as)
 	sqlite3_close(s->r);
 	pthread_mutex_destroy(&s->wlock);
 	pthread_mutex_destroy(&s->rlock);
-	pthread_mutex_destroy(&s->qlock);
-	pthread_cond_destroy(&s->group_done);
+	agg_group_fini(&s->group);
 	free(s);
 }
 
@@ -223,9 +222,7 @@ static int sqlite_open(const char *path, struct agg_store **out, char *why, size
 	snprintf(s->base.url, sizeof(s->base.url), "sqlite:%s", path);
 	pthread_mutex_init(&s->wlock, NULL);
 	pthread_mutex_init(&s->rlock, NULL);
-	pthread_mutex_init(&s->qlock, NULL);
-	pthread_cond_init(&s->group_done, NULL);
-	s->queue_tail = &s->queue;
+	agg_group_init(&s->group, GROUP_MAX, sqlite_apply_group, s);
 	err = open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->w, why, why_size);
 	/* FULL: a batch acknowledged is on disk, or the node would drop what we then lose. */
 	if (!err && (exec(s->w, schema) || exec(s->w, "PRAGMA synchronous=FULL"))) {
@@ -252,8 +249,11 @@ int agg_store_open(const char *url, struct agg_store **out, char *why, size_t wh
 {
 	if (!strncmp(url, "sqlite:", 7))
 		return sqlite_open(url + 7, out, why, why_size);
+	if (!strncmp(url, "clickhouse://", 13))
+		return agg_store_open_clickhouse(url, out, why, why_size);
 	if (strstr(url, "://")) {
-		snprintf(why, why_size, "%s: unknown store (sqlite:PATH is)", url);
+		snprintf(why, why_size, "%s: unknown store (sqlite:PATH and"
+			 " clickhouse://HOST:PORT/DB are)", url);
 		return -EINVAL;
 	}
 	return sqlite_open(url, out, why, why_size);

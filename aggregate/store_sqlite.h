@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <uthash.h>
+#include "aggregate/group_commit.h"
 #include "aggregate/store.h"
 
 #define SYS_MARK 100 /* texts.kind of the sys rows' version */
@@ -30,26 +31,13 @@ struct frame_id {
 	char name[];
 };
 
-/* A batch waiting for the group it is committed with. */
-struct apply_job {
-	const WireBatch *b;
-	int64_t now;
-	struct agg_apply_result *r;
-	int err;
-	bool done;
-	struct apply_job *next;
-};
-
 #define GROUP_MAX 64
 
 struct sqlite_store {
 	struct agg_store base;
 	sqlite3 *w, *r;                /* writer, reader */
 	pthread_mutex_t wlock, rlock;
-	pthread_mutex_t qlock;         /* queue, leading */
-	pthread_cond_t group_done;
-	struct apply_job *queue, **queue_tail;
-	bool leading;                  /* a thread is applying a group */
+	struct agg_group group;
 	sqlite3_stmt *q[Q_NR];
 	struct frame_id *frames;       /* under wlock */
 	size_t nframes;
@@ -68,6 +56,7 @@ void sql_bind_text(sqlite3_stmt *st, int i, const char *s);
 
 int sqlite_apply(struct agg_store *as, const WireBatch *b, int64_t now,
 		 struct agg_apply_result *r);
+void sqlite_apply_group(void *ctx, struct agg_job *group);
 void sqlite_frame_cache_clear(struct sqlite_store *s);
 
 int sqlite_list_scopes(struct agg_store *as, enum agg_scope_kind kind,

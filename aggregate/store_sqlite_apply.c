@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "aggregate/batch_names.h"
 #include "aggregate/store_sqlite.h"
 
 const char *const sqlite_apply_sql[Q_NR] = {
@@ -70,17 +71,6 @@ static int name_id(struct sqlite_store *s, int add, int get, const char *name, i
 		return err;
 	sql_bind_text(s->q[get], 1, name);
 	return sql_step(s->q[get], id);
-}
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
 }
 
 static const char *str_at(const WireBatch *b, uint32_t i)
@@ -152,7 +142,7 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 		err = frame_db_id(s, b, i, &frame_ids[i]);
 	for (size_t i = 0; !err && i < b->n_stacks; i++) {
 		const Aperture__Sync__V1__Stack *st = b->stacks[i];
-		uint64_t h = 0xcbf29ce484222325ULL;
+		uint64_t h = AGG_FNV_BASIS;
 
 		if (st->n_frames > cap) {
 			uint32_t *bigger = realloc(blob, st->n_frames * sizeof(*blob));
@@ -167,7 +157,7 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 		for (size_t j = 0; j < st->n_frames; j++) {
 			const char *name = str_at(b, b->frames[st->frames[j]]->name);
 
-			h = fnv1a(h, name, strlen(name) + 1);
+			h = agg_fnv1a(h, name, strlen(name) + 1);
 			blob[j] = frame_ids[st->frames[j]];
 		}
 		hashes[i] = (int64_t)h;
@@ -179,57 +169,6 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 	free(blob);
 	free(frame_ids);
 	return err;
-}
-
-/* A target's service, as a directory name: its service label, else its comm; '/' and
- * control characters become '_', "." and ".." get a leading '_'. */
-static void service_of(const Aperture__Sync__V1__Target *t, char *out, size_t size)
-{
-	const char *name = t->comm[0] ? t->comm : "unknown";
-
-	for (size_t i = 0; i < t->n_labels; i++)
-		if (!strcmp(t->labels[i]->key, "service") && t->labels[i]->value[0])
-			name = t->labels[i]->value;
-	snprintf(out, size, "%s%s", !strcmp(name, ".") || !strcmp(name, "..") ? "_" : "", name);
-	for (char *p = out; *p; p++)
-		if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '_';
-}
-
-static char *labels_text(const Aperture__Sync__V1__Target *t)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (!f)
-		return NULL;
-	for (size_t i = 0; i < t->n_labels; i++)
-		fprintf(f, "%s%s=%s", i ? "," : "", t->labels[i]->key, t->labels[i]->value);
-	if (fclose(f)) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
-}
-
-/* The folded text of stack i, for blocking events (they keep their stacks as text). */
-static char *stack_text(const WireBatch *b, uint32_t i)
-{
-	const Aperture__Sync__V1__Stack *st = b->stacks[i];
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (!f)
-		return NULL;
-	for (size_t j = 0; j < st->n_frames; j++)
-		fprintf(f, "%s%s", j ? ";" : "", str_at(b, b->frames[st->frames[j]]->name));
-	if (fclose(f)) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
 }
 
 static int set_text(struct sqlite_store *s, int64_t target, int kind, int64_t ord,
@@ -284,14 +223,7 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 		      int64_t now, const Aperture__Sync__V1__Target *t, const int64_t *hashes,
 		      uint64_t *samples)
 {
-	const char *texts[TREE_TEXT_NR] = {
-		[TREE_TEXT_STATUS] = t->status,
-		[TREE_TEXT_JVM_STATUS] = t->jvm_status,
-		[TREE_TEXT_THREADS_DUMP] = t->threads_dump,
-		[TREE_TEXT_DEADLOCKS] = t->deadlocks,
-		[TREE_TEXT_DEADLOCKS_JSON] = t->deadlocks_json,
-		[TREE_TEXT_THREADS_BUSY] = t->threads_busy,
-	};
+	const char *texts[TREE_TEXT_NR];
 	sqlite3_stmt *st = s->q[Q_TARGET_ADD];
 	int64_t service, id;
 	char service_name[256];
@@ -300,14 +232,15 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 	bool changed;
 	int err;
 
-	service_of(t, service_name, sizeof(service_name));
+	agg_target_texts(t, texts);
+	agg_service_of(t, service_name, sizeof(service_name));
 	err = name_id(s, Q_SERVICE_ADD, Q_SERVICE_ID, service_name, &service);
 	if (err)
 		return err;
 	for (size_t p = 0; p < t->n_profiles; p++)
 		if (!strcmp(t->profiles[p]->type, "cpu"))
 			period = t->profiles[p]->period_ns;
-	labels = labels_text(t);
+	labels = agg_labels_text(t);
 	if (!labels)
 		return -ENOMEM;
 	sqlite3_bind_int64(st, 1, node);
@@ -367,7 +300,7 @@ static int put_target(struct sqlite_store *s, const WireBatch *b, int64_t node, 
 	}
 	for (size_t e = 0; !err && e < t->n_blocking; e++) {
 		const Aperture__Sync__V1__BlockingEvent *ev = t->blocking[e];
-		char *stack = stack_text(b, ev->stack);
+		char *stack = agg_stack_text(b, ev->stack);
 
 		if (!stack)
 			return -ENOMEM;
@@ -468,7 +401,7 @@ static int apply_locked(struct sqlite_store *s, const WireBatch *b, int64_t now,
 }
 
 /* One batch of a group, under its savepoint: applied whole, or rolled back to nothing. */
-static void apply_one(struct sqlite_store *s, struct apply_job *j)
+static void apply_one(struct sqlite_store *s, struct agg_job *j)
 {
 	*j->r = (struct agg_apply_result){0};
 	j->err = sql_step(s->q[Q_SAVEPOINT], NULL);
@@ -488,58 +421,28 @@ static void apply_one(struct sqlite_store *s, struct apply_job *j)
 	}
 }
 
-static void apply_group(struct sqlite_store *s, struct apply_job *group)
+void sqlite_apply_group(void *ctx, struct agg_job *group)
 {
+	struct sqlite_store *s = ctx;
 	int err;
 
 	pthread_mutex_lock(&s->wlock);
 	err = sql_step(s->q[Q_BEGIN], NULL);
-	for (struct apply_job *j = group; !err && j; j = j->next)
+	for (struct agg_job *j = group; !err && j; j = j->next)
 		apply_one(s, j);
 	if (!err)
 		err = sql_step(s->q[Q_COMMIT], NULL);
 	if (err) {
 		sql_step(s->q[Q_ROLLBACK], NULL);
 		sqlite_frame_cache_clear(s);
-		for (struct apply_job *j = group; j; j = j->next)
+		for (struct agg_job *j = group; j; j = j->next)
 			j->err = err;
 	}
 	pthread_mutex_unlock(&s->wlock);
 }
 
-/* Leader and followers: the first batch to find no group being applied applies every batch
- * queued by then (its own included); the others wait for the group that holds theirs. */
 int sqlite_apply(struct agg_store *as, const WireBatch *b, int64_t now,
-			struct agg_apply_result *r)
+		 struct agg_apply_result *r)
 {
-	struct sqlite_store *s = sqlite_of(as);
-	struct apply_job job = { .b = b, .now = now, .r = r }, *group, *j, **cut;
-	int n;
-
-	pthread_mutex_lock(&s->qlock);
-	*s->queue_tail = &job;
-	s->queue_tail = &job.next;
-	while (!job.done) {
-		if (s->leading) {
-			pthread_cond_wait(&s->group_done, &s->qlock);
-			continue;
-		}
-		s->leading = true;
-		group = s->queue;
-		for (cut = &s->queue, n = 0; *cut && n < GROUP_MAX; cut = &(*cut)->next, n++)
-			;
-		s->queue = *cut;
-		*cut = NULL;
-		if (!s->queue)
-			s->queue_tail = &s->queue;
-		pthread_mutex_unlock(&s->qlock);
-		apply_group(s, group);
-		pthread_mutex_lock(&s->qlock);
-		for (j = group; j; j = j->next)
-			j->done = true;
-		s->leading = false;
-		pthread_cond_broadcast(&s->group_done);
-	}
-	pthread_mutex_unlock(&s->qlock);
-	return job.err;
+	return agg_group_apply(&sqlite_of(as)->group, b, now, r);
 }

@@ -334,16 +334,34 @@ static int render_readme(struct aperture *a, const struct node_ref *ref, FILE *o
 	return fputs(agg_tree_readme, out) < 0 ? -EIO : 0;
 }
 
+/* The store's tables: rows, bytes on disk, parts and the oldest row, where it says. */
+static void render_store_tables(struct aggregator *g, FILE *out)
+{
+	struct agg_store_table t[16];
+	size_t n = 0;
+
+	if (!g->store->ops->stats || g->store->ops->stats(g->store, t, 16, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		fprintf(out, "store_table_%s: rows %" PRIu64 ", bytes %" PRIu64 ", parts %" PRIu64,
+			t[i].name, t[i].rows, t[i].bytes, t[i].parts);
+		if (t[i].oldest)
+			fprintf(out, ", oldest %" PRId64, t[i].oldest);
+		fputc('\n', out);
+	}
+}
+
 static int render_status(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
 	struct aggregator *g = agg_of_ref(ref);
 	uint64_t batches = 0, samples = 0, nodes = 0, targets = 0;
 	int err = g->store->ops->totals(g->store, &batches, &samples, &nodes, &targets);
 
-	if (err)
-		return err;
+	/* A store that fails is said so; what the aggregator counted itself still shows. */
 	fprintf(out, "role: aggregator\nversion: %s\nlisten: %s%s\nstore: %s\n", APERTURE_VERSION,
 		g->listen, g->tls ? " (https)" : "", g->store->url);
+	if (err)
+		fprintf(out, "store_error: %s\n", strerror(-err));
 	if (g->insecure)
 		fprintf(out, "auth: OFF (--insecure): anyone who reaches %s may upload and read\n",
 			g->listen);
@@ -358,6 +376,7 @@ static int render_status(struct aperture *a, const struct node_ref *ref, FILE *o
 	for (int i = 0; i < AGG_REJECT_NR; i++)
 		fprintf(out, "batches_rejected_%s: %" PRIu64 "\n", agg_reject_names[i],
 			atomic_load(&g->rejected[i]));
+	render_store_tables(g, out);
 	return 0;
 }
 

@@ -66,23 +66,31 @@ def seconds_of(stacks, start):
     return secs
 
 
+def fleet_bodies(nodes, rounds, stacks, targets=TARGETS):
+    """rounds x nodes encoded batches, the last round ending now: [(node index, body)], and
+    the samples they hold. Node i is node<i> with its own boot id; services svc0, svc1..."""
+    now = int(time.time()) - rounds * INTERVAL_S - 5
+    bodies, samples = [], 0
+    for r in range(rounds):
+        for i in range(nodes):
+            ts = [dict(pid=1000 + t, comm=f"svc{t}", labels={"service": f"svc{t}"},
+                       profiles={"cpu": seconds_of(stacks, now + r * INTERVAL_S)})
+                  for t in range(targets)]
+            b = batch(f"node{i}", f"{i:032x}", r + 1, ts)
+            samples += sum(c for t in b.targets for p in t.profiles for s in p.seconds
+                           for c in s.counts)
+            bodies.append((i, encode(b)))
+    return bodies, samples
+
+
 def run(nodes, stacks, tmp):
     d = Path(tmp) / f"agg{nodes}"
     d.mkdir()
     tokens = "".join(f"tok{i} node node{i}\n" for i in range(nodes)) + "readtok read *\n"
     agg = Aggregator(d, tokens, extra=["--threads", os.environ.get("AGG_THREADS", "4")]).start()
     rounds = ROUNDS or max(1, 3000 // nodes)
-    now = int(time.time()) - rounds * INTERVAL_S - 5
-    bodies, samples = [], 0
-    for r in range(rounds):
-        for i in range(nodes):
-            targets = [dict(pid=1000 + t, comm=f"svc{t}", labels={"service": f"svc{t}"},
-                            profiles={"cpu": seconds_of(stacks, now + r * INTERVAL_S)})
-                       for t in range(TARGETS)]
-            b = batch(f"node{i}", f"{i:032x}", r + 1, targets)
-            samples += sum(c for t in b.targets for p in t.profiles for s in p.seconds
-                           for c in s.counts)
-            bodies.append((f"tok{i}", encode(b)))
+    bodies, samples = fleet_bodies(nodes, rounds, stacks)
+    bodies = [(f"tok{i}", body) for i, body in bodies]
     failures, lock = [], threading.Lock()
     queue = list(reversed(bodies))
 

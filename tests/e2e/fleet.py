@@ -96,11 +96,13 @@ def encode(b):
 
 
 class Aggregator:
-    """`aperture aggregate` on 127.0.0.1 with its own SQLite file and tokens file."""
+    """`aperture aggregate` on 127.0.0.1 with its own tokens file and store: its own SQLite
+    file unless given a store URL (clickhouse://...)."""
 
-    def __init__(self, workdir, tokens=None, extra=(), mount=None):
+    def __init__(self, workdir, tokens=None, extra=(), mount=None, store=None):
         self.dir = Path(workdir)
         self.db = self.dir / "agg.db"
+        self.store = store or f"sqlite:{self.db}"
         self.tokens = self.dir / "tokens"
         self.port = free_port()
         self.mount = mount
@@ -116,7 +118,7 @@ class Aggregator:
 
     def start(self, extra=()):
         args = [str(APERTURE), "aggregate", "--listen", f"127.0.0.1:{self.port}",
-                "--store", f"sqlite:{self.db}"]
+                "--store", self.store]
         args += ["--tokens", str(self.tokens)] if self.tokens.exists() else ["--insecure"]
         if self.mount:
             args += ["--mount", str(self.mount)]

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from clickhouse import ClickHouse
 from fleet import Aggregator, batch, encode, folded, HEADERS
 from helpers import APERTURE, read, write
 
@@ -34,9 +35,38 @@ def totals(agg):
     return dict(line.split(": ", 1) for line in status.splitlines())["samples_stored"]
 
 
+class Stores:
+    """Fresh stores of one kind: a SQLite file per directory, or a database per aggregator
+    on one ClickHouse server started for the module."""
+
+    def __init__(self, kind, scratch):
+        self.kind = kind
+        self.scratch = scratch
+        self.server = ClickHouse(scratch / "clickhouse").start() if kind == "clickhouse" else None
+        self.n = 0
+
+    def dir(self, name):
+        d = self.scratch / f"{name}-{self.kind}"
+        d.mkdir()
+        return d
+
+    def url(self, d):
+        self.n += 1
+        return self.server.url(f"agg{self.n}") if self.server else f"sqlite:{d}/agg.db"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "clickhouse"])
+def stores(request, scratch):
+    s = Stores(request.param, scratch)
+    yield s
+    if s.server:
+        s.server.remove()
+
+
 @pytest.fixture(scope="module")
-def agg(scratch):
-    a = Aggregator(scratch, TOKENS, mount=scratch / "aggmnt").start()
+def agg(stores):
+    d = stores.dir("main")
+    a = Aggregator(d, TOKENS, mount=d / "aggmnt", store=stores.url(d)).start()
     yield a
     a.stop()
 
@@ -75,12 +105,11 @@ def test_counts_over_http_and_fuse_and_services(agg):
     assert b'"enable"' not in listing  # no controls on a mirror
 
 
-def test_duplicates_out_of_order_and_restart(scratch):
+def test_duplicates_out_of_order_and_restart(stores):
     """Seqs 3, 1, 2, then 1 again: each counts once; after SIGKILL and a restart a replay is
     still a duplicate and the totals are what they were."""
-    d = scratch / "restart"
-    d.mkdir()
-    a = Aggregator(d, TOKENS).start()
+    d = stores.dir("restart")
+    a = Aggregator(d, TOKENS, store=stores.url(d)).start()
     try:
         batches = {seq: batch("n1", "boot-r", seq, [target(300, {NOW - 10 - seq: {A: seq}})])
                    for seq in (1, 2, 3)}
@@ -186,7 +215,7 @@ def test_tokens(agg):
     assert agg.get("/nodes/n1/status", "n1tok")[0] == 200  # a node reads its own
 
 
-def test_bad_input_is_refused_and_stores_nothing(agg, scratch):
+def test_bad_input_is_refused_and_stores_nothing(agg):
     before = totals(agg)
     good = batch("n1", "boot-bad", 1, [target(500, {NOW - 5: {A: 1}})])
     raw = good.SerializeToString()
@@ -217,7 +246,7 @@ def test_bad_input_is_refused_and_stores_nothing(agg, scratch):
         assert reply.startswith(b'{"error":"'), reply
     # a body said to be past the limit is answered before it is read (curl waits for
     # "100 Continue" and gets the 413 instead)
-    big = scratch / "big.body"
+    big = agg.dir / "big.body"
     big.write_bytes(b"x" * (33 << 20))
     out = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", "--data-binary", f"@{big}",
                           "-H", "Authorization: Bearer n1tok", "-H",
@@ -233,18 +262,19 @@ def test_bad_input_is_refused_and_stores_nothing(agg, scratch):
 
 
 def test_time_ranges(agg):
-    b = batch("n2", "boot-w", 1, [target(600, {NOW - 300: {A: 4}, NOW - 10: {B: 2}})])
+    now = int(time.time())  # the module's NOW may be minutes old (two stores)
+    b = batch("n2", "boot-w", 1, [target(600, {now - 300: {A: 4}, now - 10: {B: 2}})])
     assert agg.post(b, "n2tok")[0] == 200
     path = "/nodes/n2/targets/600/cpu.folded"
     assert folded(agg.get(path, "alltok")[1]) == {"app;main;work": 4, "app;main;idle": 2}
     assert folded(agg.get(path + "?last=60", "alltok")[1]) == {"app;main;idle": 2}
-    assert folded(agg.get(f"{path}?from={NOW - 400}&until={NOW - 200}", "alltok")[1]) == \
+    assert folded(agg.get(f"{path}?from={now - 400}&until={now - 200}", "alltok")[1]) == \
         {"app;main;work": 4}
     assert agg.get(path + "?last=999999999", "alltok")[0] == 400
-    assert agg.get(path + f"?from={NOW}&until={NOW - 1}", "alltok")[0] == 400
+    assert agg.get(path + f"?from={now}&until={now - 1}", "alltok")[0] == 400
     for view in ("cpu.json", "cpu.svg", "cpu.pprof", "cpu.top"):  # open ends render too
-        assert agg.get(path.replace("cpu.folded", view) + f"?from={NOW - 100}", "alltok")[0] == 200
-        assert agg.get(path.replace("cpu.folded", view) + f"?until={NOW}", "alltok")[0] == 200
+        assert agg.get(path.replace("cpu.folded", view) + f"?from={now - 100}", "alltok")[0] == 200
+        assert agg.get(path.replace("cpu.folded", view) + f"?until={now}", "alltok")[0] == 200
     window = agg.mount / "nodes/n2/targets/600/window"
     assert read(window) == "all\n"
     write(window, "60")
@@ -254,12 +284,11 @@ def test_time_ranges(agg):
     assert read(window) == "all\n"
 
 
-def test_retention_deletes_old_days(scratch):
+def test_retention_deletes_old_days(stores):
     """Seconds two days old are kept under 7 days' retention, and deleted by the retention
     pass of an aggregator restarted with 1 day."""
-    d = scratch / "retention"
-    d.mkdir()
-    a = Aggregator(d, TOKENS).start()
+    d = stores.dir("retention")
+    a = Aggregator(d, TOKENS, store=stores.url(d)).start()
     try:
         b = batch("n1", "boot-old", 1, [target(700, {NOW - 2 * 86400: {A: 3}, NOW - 5: {B: 1}})])
         assert a.post(b, "n1tok")[0] == 200
@@ -275,15 +304,15 @@ def test_retention_deletes_old_days(scratch):
         a.stop()
 
 
-def test_fetch_client_and_https(scratch, agg):
-    token = scratch / "read.token"
+def test_fetch_client_and_https(agg):
+    token = agg.dir / "read.token"
     token.write_text("alltok\n")
     out = subprocess.run([str(APERTURE), "fetch", "--token-file", str(token), agg.url,
                           "/nodes/n1/targets/100/cpu.folded"], capture_output=True, check=True)
     assert out.stdout == agg.get("/nodes/n1/targets/100/cpu.folded", "alltok")[1]
     bad = subprocess.run([str(APERTURE), "fetch", agg.url, "/nodes"], capture_output=True)
     assert bad.returncode == 1 and b"401" in bad.stderr
-    d = scratch / "tls"
+    d = agg.dir / "tls"
     d.mkdir()
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from clickhouse import ClickHouse
 from helpers import (APERTURE, WORKLOADS, Daemon, parse_folded, parse_status, read, wait_for,
                      write, write_errno)
 from test_jvm import JAVA_SRC, Jvm, enable_and_attach
@@ -52,13 +53,15 @@ def make_link(n):
 
 
 class Aggregator:
-    """`aperture aggregate` in the aggregator's namespace, with one SQLite file for its life
-    (restarts included). The test reads and posts with curl from inside that namespace."""
+    """`aperture aggregate` in the aggregator's namespace, with one store for its life
+    (restarts included): a SQLite file, or a ClickHouse database when given its URL. The
+    test reads and posts with curl from inside that namespace."""
 
-    def __init__(self, workdir, port=PORT, tls=None):
+    def __init__(self, workdir, port=PORT, tls=None, store=None):
         """tls: (cert, key) files: https, the same cert being the client's CA."""
         self.dir = Path(workdir)
         self.port, self.tls = port, tls
+        self.store = store or f"sqlite:{self.dir / f'agg-{port}.db'}"
         self.proc = None
         (self.dir / "tokens").write_text(
             "".join(f"{t} node {n}\n" for n, t in TOKENS.items()) + f"{READ_TOKEN} read *\n")
@@ -67,8 +70,8 @@ class Aggregator:
         with open(self.dir / "agg.log", "ab") as log:
             self.proc = subprocess.Popen(
                 ["nsenter", f"--net={ns_path(AGG_NS)}", str(APERTURE), "aggregate",
-                 "--listen", f"0.0.0.0:{self.port}", "--store",
-                 f"sqlite:{self.dir / f'agg-{self.port}.db'}", "--tokens", str(self.dir / "tokens"),
+                 "--listen", f"0.0.0.0:{self.port}", "--store", self.store,
+                 "--tokens", str(self.dir / "tokens"),
                  *(["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
                    if self.tls else [])], stdout=log, stderr=subprocess.STDOUT)
         wait_for(lambda: self.curl("/status")[0] == 200, 10, "the aggregator to answer")
@@ -136,15 +139,34 @@ class Node(Daemon):
             time.strptime(until, "%Y-%m-%dT%H:%M:%SZ")) > since
 
 
+@pytest.fixture(scope="module", params=["sqlite", "clickhouse"])
+def store_kind(request):
+    """Every test of the module runs against both stores of the aggregator."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def fleet(scratch):
-    """The aggregator's namespace and nodes n1, n2 in theirs; n3's namespace for later."""
+def scratch(store_kind, tmp_path_factory):
+    """conftest's scratch, one per store: spools, mounts and workloads start afresh."""
+    d = tmp_path_factory.mktemp(f"sync-{store_kind}")
+    os.chmod(d, 0o755)
+    return d
+
+
+@pytest.fixture(scope="module")
+def fleet(scratch, store_kind):
+    """The aggregator's namespace and nodes n1, n2 in theirs; n3's namespace for later. The
+    aggregator's store is SQLite, or ClickHouse started in the aggregator's namespace."""
     subprocess.run(["ip", "netns", "add", AGG_NS], check=True)
     ip("-n", AGG_NS, "link", "set", "lo", "up")
     nss = [make_link(n) for n in (1, 2, 3)]
-    agg = Aggregator(scratch)
+    ch = None
     nodes = {}
     try:
+        if store_kind == "clickhouse":
+            ch = ClickHouse(scratch / "clickhouse",
+                            prefix=["nsenter", f"--net={ns_path(AGG_NS)}"]).start()
+        agg = Aggregator(scratch, store=ch.url("fleet") if ch else None)
         agg.start()
         nodes = {f"n{n}": Node(scratch, f"n{n}", nss[n - 1], n).start() for n in (1, 2)}
         yield agg, nodes
@@ -154,9 +176,19 @@ def fleet(scratch):
     finally:
         for node in nodes.values():
             node.kill()
-        agg.kill()
+        if "agg" in locals():
+            agg.kill()
+        if ch:
+            ch.remove()
         for ns in nss + [AGG_NS]:
             subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def node_side_only(store_kind):
+    """What a test checks is the node's or its own aggregator's, not the fleet store's: once
+    (on SQLite) is enough, and keeps the suite short."""
+    if store_kind == "clickhouse":
+        pytest.skip("checks the node side; run against the SQLite store")
 
 
 def workload(workloads, scratch, comm):
@@ -287,10 +319,11 @@ def test_node_killed_sends_its_spool_once_after_restart_and_a_replay_counts_once
 
 
 def test_spool_too_small_drops_the_oldest_counted_and_the_rest_is_exact(
-        fleet, workloads, scratch):
+        fleet, workloads, scratch, store_kind):
     """n3's spool is 1 MiB, and an earlier run left a batch of 1 MiB less 4 KiB in it that
     sorts last (created in the far future) and that the aggregator refuses (not gzip): so a
     short outage overflows the spool, and the batch refused shows a permanent 4xx handled."""
+    node_side_only(store_kind)
     agg, nodes = fleet
     n3 = Node(scratch, "n3", f"{TAG}n3", 3)
     n3.spool.mkdir()
@@ -322,7 +355,8 @@ def test_spool_too_small_drops_the_oldest_counted_and_the_rest_is_exact(
     n3.stop()
 
 
-def test_sync_settings_are_checked(fleet):
+def test_sync_settings_are_checked(fleet, store_kind):
+    node_side_only(store_kind)
     _, nodes = fleet
     cfg = nodes["n2"].mnt / "config"
     for value in ("ftp://x", "http://", "http://a b", "x"):
@@ -338,9 +372,10 @@ def test_sync_settings_are_checked(fleet):
     wait_for(lambda: nodes["n2"].sync()["sync"] == "ok", 5, "sync on again")
 
 
-def test_https_with_the_aggregators_own_ca(fleet, workloads, scratch):
+def test_https_with_the_aggregators_own_ca(fleet, workloads, scratch, store_kind):
     """An aggregator with a self-signed certificate: a node given it with --sync-ca syncs;
     a node that trusts only the system's CAs keeps its batches and says why."""
+    node_side_only(store_kind)
     _, nodes = fleet
     cert, key = scratch / "cert.pem", scratch / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,

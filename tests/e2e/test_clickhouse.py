@@ -1,0 +1,225 @@
+"""The aggregator's ClickHouse store against a real clickhouse-server started here: exact
+totals across a SIGKILL of ClickHouse mid-ingest, one count for a batch sent to two
+aggregators sharing it, day partitions dropped by retention, bounded queries that say they
+are partial, and clear errors at start. (test_aggregate.py runs its tests on both stores.)"""
+import http.client
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from clickhouse import ClickHouse
+from fleet import Aggregator, batch, encode, folded, HEADERS
+from helpers import APERTURE
+
+NOW = int(time.time())
+A = ("app", "main", "work")
+
+
+def target(pid, counts, **kw):
+    return dict(pid=pid, profiles={"cpu": counts}, **kw)
+
+
+@pytest.fixture(scope="module")
+def ch(scratch):
+    server = ClickHouse(scratch / "clickhouse").start()
+    yield server
+    server.remove()
+
+
+def status_of(agg):
+    text = agg.get("/status", None)[1].decode()
+    return dict(line.split(": ", 1) for line in text.splitlines())
+
+
+def post_until_acked(agg, body, seen):
+    """POSTs body as a node's spool does: again after a 503 (noting its Retry-After) or a
+    refused connection, until it is acknowledged."""
+    while True:
+        try:
+            status, data, r = agg.request("POST", "/v1/batches", body, None, HEADERS)
+        except (OSError, http.client.HTTPException):
+            time.sleep(0.1)
+            continue
+        if status == 200:
+            return data
+        assert status == 503 and r.getheader("Retry-After"), (status, data)
+        seen.append(data)
+        time.sleep(0.1)
+
+
+def test_clickhouse_killed_mid_ingest_totals_exact(ch, scratch):
+    """A node's batches keep coming while ClickHouse is SIGKILLed and restarted: the
+    aggregator answers 503 + Retry-After meanwhile (reads 503 too, /status still answers),
+    the sender retries, and afterwards every stack's total is exactly what was sent."""
+    d = scratch / "kill"
+    d.mkdir()
+    a = Aggregator(d, store=ch.url("kill")).start()
+    sent, refused, acks = {}, [], []
+    bodies = []
+    for seq in range(1, 41):
+        targets = []
+        for pid in range(10, 14):
+            counts = {NOW - 200 + seq: {A + (f"f{seq % 7}",): seq, A: pid}}
+            targets.append(target(pid, counts, comm="svc"))
+            for stack, n in counts[NOW - 200 + seq].items():
+                sent[";".join(stack)] = sent.get(";".join(stack), 0) + n
+        bodies.append(encode(batch("n1", "boot-k", seq, targets)))
+
+    def sender():
+        for body in bodies:
+            acks.append(post_until_acked(a, body, refused))
+    try:
+        t = threading.Thread(target=sender)
+        t.start()
+        while len(acks) < 10:
+            time.sleep(0.01)
+        ch.stop(signal.SIGKILL)
+        down = a.get("/services/svc/cpu.folded", None)
+        assert down[0] == 503 and b"the store failed" in down[1], down
+        assert "store_error: " in a.get("/status", None)[1].decode()
+        time.sleep(1)
+        ch.start()
+        t.join(120)
+        assert not t.is_alive()
+        assert refused, "ClickHouse was down and nothing was refused"
+        assert all(x.startswith(b'{"status":"applied"') for x in acks), acks
+        assert folded(a.get("/services/svc/cpu.folded", None)[1]) == sent
+        assert status_of(a)["batches_stored"] == "40"
+        # a replay of everything now changes nothing
+        for body in bodies[:5]:
+            assert a.post(body, None) == (200, b'{"status":"duplicate"}')
+        assert folded(a.get("/services/svc/cpu.folded", None)[1]) == sent
+    finally:
+        a.stop()
+
+
+def test_two_aggregators_share_one_clickhouse(ch, scratch):
+    """The same batch replayed to two aggregators on one database counts once in both;
+    sent to both at once from many clients, it still counts once."""
+    d1, d2 = scratch / "two-a", scratch / "two-b"
+    d1.mkdir()
+    d2.mkdir()
+    a1 = Aggregator(d1, store=ch.url("shared")).start()
+    a2 = Aggregator(d2, store=ch.url("shared")).start()
+    try:
+        b = batch("n1", "boot-s", 1, [target(50, {NOW - 30: {A: 7}}, comm="shared")])
+        assert a1.post(b, None)[1].startswith(b'{"status":"applied"')
+        assert a2.post(b, None) == (200, b'{"status":"duplicate"}')
+        answers = []
+        bodies = [encode(batch("n1", "boot-s", seq, [target(50, {NOW - 30 + seq: {A: seq}},
+                                                           comm="shared")]))
+                  for seq in (2, 3, 4)]
+
+        def client(agg):
+            for body in bodies:
+                answers.append(agg.post(body, None)[1])
+        threads = [threading.Thread(target=client, args=(agg,)) for agg in (a1, a2) * 4]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(x.startswith(b'{"status":"') for x in answers), answers
+        assert sum(x.startswith(b'{"status":"applied"') for x in answers) >= 3
+        want = {"app;main;work": 7 + 2 + 3 + 4}
+        # what a crash mid-apply leaves: an attempt's rows without its mark; never counted
+        ch.query("INSERT INTO shared.samples SELECT sec, service, type, node, target, stack,"
+                 " count * 100, 12345 FROM shared.samples")
+        ch.query("INSERT INTO shared.blocking SELECT * FROM shared.blocking")
+        for agg in (a1, a2):
+            assert folded(agg.get("/nodes/n1/targets/50/cpu.folded", None)[1]) == want
+            assert folded(agg.get("/services/shared/cpu.folded", None)[1]) == want
+            assert status_of(agg)["batches_stored"] == "4"
+    finally:
+        a1.stop()
+        a2.stop()
+
+
+def test_retention_drops_day_partitions(ch, scratch):
+    """Seconds two days old live in their own day partition; an aggregator restarted with
+    one day's retention neither returns them nor keeps their partition."""
+    d = scratch / "days"
+    d.mkdir()
+    a = Aggregator(d, store=ch.url("days")).start()
+    old_day = (NOW - 2 * 86400) // 86400
+    parts = ("SELECT DISTINCT partition FROM system.parts WHERE database = 'days' AND"
+             " table = 'samples' AND active ORDER BY partition")
+    try:
+        b = batch("n1", "boot-d", 1, [target(9, {NOW - 2 * 86400: {A: 3}, NOW - 5: {A: 1}})])
+        assert a.post(b, None)[0] == 200
+        assert str(old_day) in ch.query(parts).split()
+        a.stop()
+        a.start(["--retention-days", "1"])
+        assert folded(a.get("/nodes/n1/targets/9/cpu.folded", None)[1]) == {"app;main;work": 1}
+        assert ch.query(parts).split() == [str((NOW - 5) // 86400)]
+        assert "store_table_samples: rows 1," in a.get("/status", None)[1].decode()
+    finally:
+        a.stop()
+
+
+def test_queries_past_a_limit_say_partial(ch, scratch):
+    """Past max_stacks the heaviest stacks are kept and one frame says how much was left
+    out; past max_rows_to_read the answer comes back bounded and says so."""
+    d = scratch / "limits"
+    d.mkdir()
+    counts = {A + (f"s{i}",): n for i, n in enumerate((50, 40, 30, 20, 10))}
+    a = Aggregator(d, store=ch.url("limits") + "?max_stacks=2").start()
+    try:
+        assert a.post(batch("n1", "boot-l", 1, [target(5, {NOW - 9: counts})]), None)[0] == 200
+        assert folded(a.get("/nodes/n1/targets/5/cpu.folded", None)[1]) == {
+            "app;main;work;s0": 50, "app;main;work;s1": 40,
+            "[partial: only the heaviest 2 stacks]": 60}
+        a.stop()
+        a.store = ch.url("limits") + "?max_rows_to_read=1"
+        a.start()
+        text = a.get("/nodes/n1/targets/5/cpu.folded", None)[1].decode()
+        assert "[partial: the query stopped at its limit of 1 rows or 10 s] 1" in text
+    finally:
+        a.stop()
+
+
+def test_clear_errors_at_start(ch, scratch):
+    """No server, a newer schema, a table that is not ours: the aggregator says which and
+    exits 1."""
+    def start(url):
+        return subprocess.run([str(APERTURE), "aggregate", "--insecure", "--listen",
+                               "127.0.0.1:0", "--store", url], capture_output=True, timeout=30)
+    out = start("clickhouse://127.0.0.1:1/x")
+    assert out.returncode == 1 and b"ClickHouse at http://127.0.0.1:1/" in out.stderr, out
+    ch.query("CREATE DATABASE newer")
+    ch.query("CREATE TABLE newer.schema_version (version UInt32, applied UInt32)"
+             " ENGINE = TinyLog")
+    ch.query("INSERT INTO newer.schema_version VALUES (99, 0)")
+    out = start(ch.url("newer"))
+    assert out.returncode == 1 and b"schema version 99, newer than this" in out.stderr, out
+    ch.query("CREATE DATABASE foreign")
+    ch.query("CREATE TABLE foreign.samples (sec UInt32, x String) ENGINE = TinyLog")
+    out = start(ch.url("foreign"))
+    assert out.returncode == 1 and b"table foreign.samples is not this" in out.stderr, out
+    out = start(ch.url("bad-name"))
+    assert out.returncode == 1 and b"letters, digits and _" in out.stderr, out
+
+
+def test_clickhouse_stalled_at_insert_then_retried(ch, scratch):
+    """ClickHouse stopped (SIGSTOP) while a batch is applied: past the store's timeout the
+    node gets 503 + Retry-After; whatever the server then finishes of that attempt, the
+    retry leaves the batch counted once."""
+    d = scratch / "stall"
+    d.mkdir()
+    a = Aggregator(d, store=ch.url("stall") + "?timeout=1").start()
+    try:
+        assert a.post(batch("n1", "boot-t", 1, [target(3, {NOW - 9: {A: 2}})]), None)[0] == 200
+        b = encode(batch("n1", "boot-t", 2, [target(3, {NOW - 8: {A: 5}})]))
+        ch.proc.send_signal(signal.SIGSTOP)
+        try:
+            status, data, r = a.request("POST", "/v1/batches", b, None, HEADERS)
+        finally:
+            ch.proc.send_signal(signal.SIGCONT)
+        assert status == 503 and r.getheader("Retry-After"), (status, data)
+        assert a.post(b, None)[0] == 200
+        assert a.post(b, None) == (200, b'{"status":"duplicate"}')
+        assert folded(a.get("/nodes/n1/targets/3/cpu.folded", None)[1]) == {"app;main;work": 7}
+    finally:
+        a.stop()
