@@ -222,18 +222,13 @@ def rss_kib(pid):
 def test_memory_budget_holds_totals_stay_exact_and_memory_goes_back(scratch, workloads):
     """Targets with ever-new stacks under a 1 MiB budget: the store stops telling new stacks
     apart at the budget and counts them in THREAD;[other stacks], every sample still
-    counted; when the targets are gone, the daemon is back within 20 % of a fresh one (one
-    that named a short target of the same program: libc's symbols stay cached). The new
-    stacks are off-CPU ones (many_stacks sleeping at every path): thousands a second
+    counted; when the targets are gone, the daemon is back near a fresh one's RSS. The
+    new stacks are off-CPU ones (many_stacks sleeping at every path): thousands a second
     whatever CPU a loaded machine spares, where CPU samples would take minutes."""
     d = Daemon(scratch / "mem", scratch / "mem.log").start()
     try:
-        write(d.mnt / "config" / "retain_exited_s", "0")
-        warm = workloads.start("many_stacks", 1).pid
-        write(d.target(warm) / "enable", "1")
-        workloads.stop_all()
-        wait_for(lambda: d.status()["store_bytes"] == "0", 10, "the first target to go")
         fresh = rss_kib(d.proc.pid)
+        write(d.mnt / "config" / "retain_exited_s", "0")
         write(d.mnt / "config" / "memory_mb", "1")
         write(d.mnt / "config" / "frequency_hz", "999")
         pids = [workloads.start("many_stacks", 80, 2, "sleep").pid,
@@ -262,10 +257,15 @@ def test_memory_budget_holds_totals_stay_exact_and_memory_goes_back(scratch, wor
 
         workloads.stop_all()
         wait_for(lambda: d.status()["store_bytes"] == "0", 10, "the targets to be dropped")
-        after = rss_kib(d.proc.pid)
         # ASan's allocator keeps freed memory in quarantine on purpose: no RSS to compare.
+        # Measured 10-21 % above fresh here (bench/memory.py: 11-20 %); 25 % keeps the test
+        # reliable on a noisy machine; without the trim RSS stays near its peak (about +30 %).
         if "ASAN_OPTIONS" not in os.environ:
-            assert after < 1.2 * fresh, f"RSS {after} KiB after the targets, {fresh} KiB fresh"
+            try:
+                wait_for(lambda: rss_kib(d.proc.pid) < 1.25 * fresh, 10, "RSS to come back")
+            except AssertionError:
+                raise AssertionError(f"RSS {rss_kib(d.proc.pid)} KiB after the targets, "
+                                     f"{fresh} KiB fresh")
         d.stop()
     finally:
         d.kill()
