@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bcc_offcpu.py PID: BCC's offcputime method on a kernel without kprobes.
+"""bcc_offcpu.py PID [MIN_US]: BCC's offcputime method on a kernel without kprobes.
 
 offcputime-bpfcc attaches to finish_task_switch with a kprobe, which this kernel lacks, and
 reads task_struct fields at offsets from the kernel headers BCC compiles against (Debian's,
@@ -53,7 +53,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (!s)
         return 0;
     u64 delta = (now - s->ts) / 1000;
-    if (delta >= 1)
+    if (delta >= MIN_US)
         counts.atomic_increment(s->key, delta);
     start.delete(&next_pid);
     return 0;
@@ -63,7 +63,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
 
 def main():
     tgid = int(sys.argv[1])
-    b = BPF(text=PROGRAM.replace("TGID", str(tgid)))
+    min_us = int(sys.argv[2]) if len(sys.argv) > 2 else 1  # offcputime's -m
+    b = BPF(text=PROGRAM.replace("TGID", str(tgid)).replace("MIN_US", str(min_us)))
     # SIGINT (as offcputime) or SIGTERM ends it; a background job may have SIGINT ignored.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)

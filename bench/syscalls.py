@@ -188,6 +188,9 @@ def main():
     ap.add_argument("--calls", type=int, default=1000000)
     args = ap.parse_args()
     daemon = Daemon(args.aperture)
+    # System calls and lock waits are collected only when chosen.
+    with open(daemon.path("config", "collectors"), "w") as f:
+        f.write("cpu syscalls locks")
     tmp = tempfile.mkdtemp(prefix="aperture-bench-sys-")
     try:
         storm = [os.path.join(args.workloads, "sys_storm"), str(args.calls)]

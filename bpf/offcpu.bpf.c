@@ -24,6 +24,25 @@ struct {
 	__type(value, struct offcpu_target);
 } targets SEC(".maps");
 
+/* A first, cheap filter on the path every context switch of the node takes: slot tgid &
+ * OFFCPU_HINT_MASK holds 0 when no target has those low bits (the common case: return after
+ * one array lookup, inlined by the verifier), the target's tgid, or OFFCPU_HINT_SHARED when
+ * several do; only the last two go on to the targets hash. Kept by userspace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, OFFCPU_HINT_MASK + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} hints SEC(".maps");
+
+static __always_inline bool may_be_target(__u32 tgid)
+{
+	__u32 slot = tgid & OFFCPU_HINT_MASK;
+	__u32 *hint = bpf_map_lookup_elem(&hints, &slot);
+
+	return hint && (*hint == tgid || *hint == OFFCPU_HINT_SHARED);
+}
+
 /* Threads of enabled targets that are off CPU now, by tid. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -102,10 +121,13 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, bool
 				       unsigned int prev_state, __u64 now)
 {
 	__u32 tgid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
-	struct offcpu_target *target = bpf_map_lookup_elem(&targets, &tgid);
+	struct offcpu_target *target;
 	struct offcpu_start st = {};
 	long err;
 
+	if (!may_be_target(tgid))
+		return;
+	target = bpf_map_lookup_elem(&targets, &tgid);
 	/* A dead task's last switch-out has no return. */
 	if (!target || prev_state & TASK_DEAD_STATE)
 		return;
@@ -169,9 +191,14 @@ static __always_inline void send_event(struct offcpu_start *st, __u64 delta)
 static __always_inline void switch_in(struct task_struct *next, __u64 now)
 {
 	__u32 tid = BPF_CORE_READ(next, pid);
-	struct offcpu_start *st = bpf_map_lookup_elem(&start, &tid);
+	struct offcpu_start *st;
 	__u64 delta;
 
+	/* Only a target's threads have a start; those of a target disabled since were
+	 * forgotten with it. */
+	if (!may_be_target(BPF_CORE_READ(next, tgid)))
+		return;
+	st = bpf_map_lookup_elem(&start, &tid);
 	if (!st)
 		return;
 	delta = now - st->ts;

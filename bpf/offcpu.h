@@ -5,6 +5,10 @@
 
 #include "cpu.h"
 
+/* The hints map (offcpu.bpf.c): one slot per value of tgid's low bits. */
+#define OFFCPU_HINT_MASK 0xffffu
+#define OFFCPU_HINT_SHARED 0xffffffffu
+
 /* Value of the targets map: one entry per enabled tgid. */
 struct offcpu_target {
 	__u32 exec_gen;

@@ -1,14 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
-/* System call latency and lock waits of enabled processes, aggregated in the kernel.
+/* System call latency and lock waits of enabled processes, aggregated in the kernel. Two
+ * collectors share this object, each attached only while some target has it on:
  *
- * One program on sys_enter and one on sys_exit serve both: sys_enter stamps the thread's start
- * (and, for a futex wait, the lock's address, the holder glibc wrote into the mutex and the
- * waiting stack); sys_exit adds the elapsed time to per-CPU aggregates, so each call is counted
- * exactly and without atomics. Kernel lock contention comes from contention_begin/end.
+ * syscalls: raw tracepoints on sys_enter/sys_exit time every system call of targets with
+ * SYS_TARGET_SYSCALLS; sys_exit adds the elapsed time to per-CPU aggregates, so each call is
+ * counted exactly and without atomics.
+ *
+ * locks: the futex system calls' own tracepoints (syscalls/sys_enter_futex, ...) time futex
+ * waits of targets with SYS_TARGET_LOCKS, with the lock's address, the holder glibc wrote
+ * into the mutex and the waiting stack; contention_begin/end time kernel lock waits. The
+ * program runs for futex calls only, where sys_enter would run for every call on the node.
+ * (Both kinds of syscall tracepoint put every system call of the node on the kernel's
+ * tracing slow path while attached: that part of the cost is the node's.)
  *
  * Aggregates live in inner maps of one-slot map-of-maps: userspace drains by swapping in an
  * empty map, and the kernel waits for running programs when the slot is replaced, so the old
- * map can then be read race-free (see cpu.bpf.c). */
+ * map can then be read race-free (collectors/swap_map.h). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -31,10 +38,7 @@ _Static_assert(sizeof(struct sys_stack) == sizeof(struct cpu_stack), "stack layo
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* System call numbers of this architecture, set by userspace from <sys/syscall.h>. */
-const volatile __u32 nr_futex = 0xffffffff;
-const volatile __u32 nr_futex_waitv = 0xffffffff;
-
+/* Enabled tgids: SYS_TARGET_* bits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -45,7 +49,11 @@ struct {
 struct sys_start {
 	__u64 ts;
 	__u32 nr;
-	__u32 lock;   /* a futex wait: the fields below are set */
+	__u32 pad;
+};
+
+struct lock_start {
+	__u64 ts;
 	__u64 uaddr;
 	__u64 ustack;
 	__s32 owner;
@@ -60,6 +68,13 @@ struct {
 	__type(key, int);
 	__type(value, struct sys_start);
 } starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct lock_start);
+} lock_starts SEC(".maps");
 
 struct klock_start {
 	__u64 ts;
@@ -206,23 +221,11 @@ static __always_inline __u64 user_stack(void *ctx)
 	return err ? 0 : h;
 }
 
-static __always_inline bool is_futex_wait(__u32 nr, struct pt_regs *regs, __u64 *uaddr,
-					  bool *pi)
+/* Whether futex(2) operation op waits (FUTEX_CMD_MASK strips PRIVATE and CLOCK_REALTIME), and
+ * whether it is a PI one. */
+static __always_inline bool futex_op_waits(int op, bool *pi)
 {
-	int op;
-
-	if (nr == nr_futex_waitv) {
-		/* struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; }[]: the
-		 * first futex waited on names the wait. */
-		void *waiters = (void *)BPF_CORE_READ(regs, di);
-
-		*pi = false;
-		return !bpf_probe_read_user(uaddr, sizeof(*uaddr), waiters + 8);
-	}
-	if (nr != nr_futex)
-		return false;
-	op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
-	*uaddr = BPF_CORE_READ(regs, di);
+	op &= FUTEX_CMD_MASK;
 	*pi = op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI;
 	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET || *pi;
 }
@@ -239,25 +242,26 @@ static __always_inline __s32 lock_owner(__u64 uaddr, bool pi)
 	return pi ? v & FUTEX_TID_MASK : v;
 }
 
+static __always_inline bool target_has(__u32 tgid, __u32 what)
+{
+	__u32 *flags = bpf_map_lookup_elem(&targets, &tgid);
+
+	return flags && *flags & what;
+}
+
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct sys_start *st;
-	bool pi;
 
-	if (!bpf_map_lookup_elem(&targets, &tgid))
+	if (!target_has(tgid, SYS_TARGET_SYSCALLS))
 		return 0;
 	st = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st)
 		return 0;
 	st->nr = ctx->args[1];
-	st->lock = is_futex_wait(st->nr, (struct pt_regs *)ctx->args[0], &st->uaddr, &pi);
-	if (st->lock) {
-		st->owner = lock_owner(st->uaddr, pi);
-		st->ustack = user_stack(ctx);
-	}
 	st->ts = bpf_ktime_get_ns();
 	return 0;
 }
@@ -265,11 +269,10 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tracepoint/sys_exit")
 int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u64 pid_tgid, ns;
-	__u32 tgid, tid;
 	struct sys_start *st;
 	struct sys_key key = {};
 	long ret = ctx->args[1];
+	__u64 ns;
 
 	/* Only threads of targets have a start: no targets lookup for the others. */
 	st = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL, 0);
@@ -277,26 +280,87 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	ns = bpf_ktime_get_ns() - st->ts;
 	st->ts = 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tgid = pid_tgid >> 32;
-	tid = (__u32)pid_tgid;
 	/* A call that began before its process was disabled ends up in a map drained after the
 	 * target is gone: userspace drops it there. */
-	key.pid = tgid;
+	key.pid = bpf_get_current_pid_tgid() >> 32;
 	key.nr = st->nr;
 	key.err = ret < 0 && ret >= -MAX_ERRNO ? -ret : 0;
 	account(&sys_stats, &key, ns);
-	if (st->lock) {
-		struct lock_key lk = {
-			.pid = tgid, .tid = tid, .uaddr = st->uaddr, .ustack = st->ustack,
-			.owner = st->owner,
-		};
-
-		bpf_get_current_comm(lk.comm, sizeof(lk.comm));
-
-		account(&lock_stats, &lk, ns);
-	}
 	stat_inc(SYS_STAT_CALLS);
+	return 0;
+}
+
+static __always_inline void lock_wait_begins(void *ctx, __u64 uaddr, bool pi)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct lock_start *st;
+
+	if (!target_has(tgid, SYS_TARGET_LOCKS))
+		return;
+	st = bpf_task_storage_get(&lock_starts, bpf_get_current_task_btf(), NULL,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return;
+	st->uaddr = uaddr;
+	st->owner = lock_owner(uaddr, pi);
+	st->ustack = user_stack(ctx);
+	st->ts = bpf_ktime_get_ns();
+}
+
+static __always_inline void lock_wait_ends(void)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct lock_start *st;
+	__u64 ns;
+
+	st = bpf_task_storage_get(&lock_starts, bpf_get_current_task_btf(), NULL, 0);
+	if (!st || !st->ts)
+		return;
+	ns = bpf_ktime_get_ns() - st->ts;
+	st->ts = 0;
+	struct lock_key lk = {
+		.pid = pid_tgid >> 32, .tid = (__u32)pid_tgid, .uaddr = st->uaddr,
+		.ustack = st->ustack, .owner = st->owner,
+	};
+
+	bpf_get_current_comm(lk.comm, sizeof(lk.comm));
+	account(&lock_stats, &lk, ns);
+}
+
+/* futex(uaddr, op, ...) */
+SEC("tracepoint/syscalls/sys_enter_futex")
+int futex_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	bool pi;
+
+	if (futex_op_waits(ctx->args[1], &pi))
+		lock_wait_begins(ctx, ctx->args[0], pi);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex")
+int futex_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	lock_wait_ends();
+	return 0;
+}
+
+/* futex_waitv(struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; } *waiters,
+ * ...): the first futex waited on names the wait. */
+SEC("tracepoint/syscalls/sys_enter_futex_waitv")
+int futex_waitv_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 uaddr;
+
+	if (!bpf_probe_read_user(&uaddr, sizeof(uaddr), (void *)ctx->args[0] + 8))
+		lock_wait_begins(ctx, uaddr, false);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_waitv")
+int futex_waitv_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	lock_wait_ends();
 	return 0;
 }
 
@@ -308,7 +372,7 @@ int lock_begin(struct bpf_raw_tracepoint_args *ctx)
 	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
 	struct klock_start st = {};
 
-	if (!bpf_map_lookup_elem(&targets, &tgid))
+	if (!target_has(tgid, SYS_TARGET_LOCKS))
 		return 0;
 	st.lock = ctx->args[0];
 	st.flags = ctx->args[1];
@@ -326,7 +390,7 @@ int lock_end(struct bpf_raw_tracepoint_args *ctx)
 	struct klock_start *st;
 	struct klock_key key = {};
 
-	if (!bpf_map_lookup_elem(&targets, &tgid))
+	if (!target_has(tgid, SYS_TARGET_LOCKS))
 		return 0;
 	st = bpf_map_lookup_elem(&klock_starts, &tid);
 	if (!st || !st->ts || st->lock != ctx->args[0])

@@ -6,6 +6,10 @@
 #define SYS_MAX_DEPTH 127
 #define SYS_NR_UNKNOWN 0xffffffffu
 
+/* Value of the targets map: what is collected of one tgid. */
+#define SYS_TARGET_SYSCALLS 1u
+#define SYS_TARGET_LOCKS 2u
+
 /* One latency distribution. Per-CPU in the kernel: no atomics, exact counts. */
 struct sys_latency {
 	__u64 count;

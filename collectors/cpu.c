@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "collectors/collector.h"
 #include "collectors/cpu_internal.h"
 #include "symbols/unwind.h"
 #include "cpu.skel.h"
@@ -27,7 +28,8 @@ static int libbpf_capture(enum libbpf_print_level level, const char *fmt, va_lis
 	return 0;
 }
 
-static const struct cpu_inner_spec counts_spec = {
+static const struct swap_map_spec counts_spec = {
+	.type = BPF_MAP_TYPE_HASH,
 	.key_size = sizeof(struct cpu_key),
 	.value_size = sizeof(__u64),
 	.max_entries = 32768,
@@ -35,28 +37,21 @@ static const struct cpu_inner_spec counts_spec = {
 };
 
 /* Stacks are stored once and kept: allocated as they come where the kernel allows it. */
-static const struct cpu_inner_spec stacks_spec = {
+static const struct swap_map_spec stacks_spec = {
+	.type = BPF_MAP_TYPE_HASH,
 	.key_size = sizeof(__u64),
 	.value_size = sizeof(struct cpu_stack),
 	.max_entries = 32768, /* up to ~36 MiB if all are used */
 	.flags = BPF_F_NO_PREALLOC,
 };
 
-static const struct cpu_inner_spec stacks_spec_prealloc = {
+static const struct swap_map_spec stacks_spec_prealloc = {
+	.type = BPF_MAP_TYPE_HASH,
 	.key_size = sizeof(__u64),
 	.value_size = sizeof(struct cpu_stack),
 	.max_entries = 4096, /* 4 MiB up front */
 	.flags = 0,
 };
-
-int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name)
-{
-	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = spec->flags);
-	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, name, spec->key_size, spec->value_size,
-				spec->max_entries, &opts);
-
-	return fd < 0 ? -errno : fd;
-}
 
 static void close_fd(int *fd)
 {
@@ -67,34 +62,31 @@ static void close_fd(int *fd)
 
 static void close_maps(struct cpu_collector *c)
 {
-	close_fd(&c->counts_fds[0]);
-	close_fd(&c->counts_fds[1]);
+	swap_map_fini(&c->counts);
 	close_fd(&c->stacks_fd);
 	close_fd(&c->stacks_spare_fd);
 }
 
 /* Makes the inner maps of shape stacks and loads the programs against them. */
-static int load_with(struct cpu_collector *c, const struct cpu_inner_spec *stacks)
+static int load_with(struct cpu_collector *c, const struct swap_map_spec *stacks)
 {
 	int err;
 
-	c->counts_spec = counts_spec;
 	c->stacks_spec = *stacks;
-	c->counts_fds[0] = cpu_create_inner(&c->counts_spec, "cpu_counts");
-	c->counts_fds[1] = cpu_create_inner(&c->counts_spec, "cpu_counts");
-	c->stacks_fd = cpu_create_inner(&c->stacks_spec, "cpu_stacks");
-	c->stacks_spare_fd = cpu_create_inner(&c->stacks_spec, "cpu_stacks");
-	if (c->counts_fds[0] < 0 || c->counts_fds[1] < 0 || c->stacks_fd < 0 ||
-	    c->stacks_spare_fd < 0) {
-		err = -ENOMEM;
-		goto fail;
-	}
 	c->skel = cpu_bpf__open();
 	if (!c->skel) {
 		err = -errno;
 		goto fail;
 	}
-	bpf_map__set_inner_map_fd(c->skel->maps.counts, c->counts_fds[0]);
+	err = swap_map_init(&c->counts, c->skel->maps.counts, &counts_spec, "cpu_counts");
+	if (err)
+		goto fail;
+	c->stacks_fd = swap_map_create(&c->stacks_spec, "cpu_stacks");
+	c->stacks_spare_fd = swap_map_create(&c->stacks_spec, "cpu_stacks");
+	if (c->stacks_fd < 0 || c->stacks_spare_fd < 0) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	bpf_map__set_inner_map_fd(c->skel->maps.stacks, c->stacks_fd);
 	err = cpu_bpf__load(c->skel);
 	if (err)
@@ -105,15 +97,6 @@ fail:
 	c->skel = NULL;
 	close_maps(c);
 	return err;
-}
-
-/* Points the kernel at inner map fd. Replacing a map-of-maps slot waits until no program
- * still uses the old inner map, which is what makes reading the old one race-free. */
-int cpu_install_inner(struct bpf_map *outer, int fd)
-{
-	__u32 zero = 0;
-
-	return bpf_map_update_elem(bpf_map__fd(outer), &zero, &fd, 0) ? -errno : 0;
 }
 
 static int perf_open(unsigned hz, int cpu)
@@ -223,7 +206,7 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	c->syms = syms;
 	c->hz = frequency_hz;
 	c->unwind = CPU_UNWIND_AUTO;
-	c->counts_fds[0] = c->counts_fds[1] = -1;
+	c->counts.fds[0] = c->counts.fds[1] = -1;
 	c->stacks_fd = c->stacks_spare_fd = c->stacks_retired_fd = -1;
 	c->ncpus = libbpf_num_possible_cpus();
 	if (c->ncpus <= 0) {
@@ -241,9 +224,9 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 		errbuf[strcspn(errbuf, "\n")] = '\0';
 		goto fail;
 	}
-	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[0]);
+	err = swap_map_install(&c->counts);
 	if (!err)
-		err = cpu_install_inner(c->skel->maps.stacks, c->stacks_fd);
+		err = swap_map_set(c->skel->maps.stacks, c->stacks_fd);
 	if (err) {
 		snprintf(errbuf, errlen, "installing BPF maps: %s", strerror(-err));
 		goto fail;
@@ -268,8 +251,8 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	}
 	c->perf_fds = calloc(c->ncpus, sizeof(*c->perf_fds));
 	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
-	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
-	c->batch_values = calloc(c->counts_spec.max_entries, sizeof(__u64));
+	c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
+	c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
 	if (!c->perf_fds || !c->perf_links || !c->batch_keys || !c->batch_values) {
 		err = -ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
@@ -681,3 +664,97 @@ uint64_t cpu_collector_target_drops(struct cpu_collector *c, pid_t pid)
 	pthread_mutex_unlock(&c->lock);
 	return drops;
 }
+
+/* The collector interface (collectors/collector.h). */
+
+static int ops_create(struct collector_env *env, void **self, char *errbuf, size_t errlen)
+{
+	int err = cpu_collector_new(env->syms, env->frequency_hz, &env->cpu, errbuf, errlen);
+
+	if (err)
+		env->cpu = NULL;
+	*self = env->cpu;
+	return err;
+}
+
+static void ops_destroy(void *self)
+{
+	cpu_collector_free(self);
+}
+
+static int ops_attach(void *self, const struct collector_target *t, char *errbuf, size_t errlen)
+{
+	return cpu_collector_add(self, t->pid, t->cpu, errbuf, errlen);
+}
+
+static uint64_t ops_detach(void *self, pid_t pid, int64_t now)
+{
+	return cpu_collector_remove(self, pid, now);
+}
+
+static int ops_drain(void *self, int64_t now)
+{
+	return cpu_collector_drain(self, now);
+}
+
+static uint64_t ops_drops(void *self, pid_t pid)
+{
+	return cpu_collector_target_drops(self, pid);
+}
+
+/* How the target is sampled, how its user stacks are walked, and the share of their frames
+ * that got a name. */
+static void ops_target_status(void *self, const struct collector_target *t, bool attached,
+			      FILE *out)
+{
+	struct cpu_collector *c = self;
+	struct cpu_target_info info;
+
+	if (!attached) {
+		fprintf(out, "cpu: off\n");
+		return;
+	}
+	fprintf(out, "cpu: running at %u Hz\n", c->hz);
+	if (cpu_collector_target_info(c, t->pid, &info))
+		return;
+	fprintf(out, "unwind: %s\n", info.dwarf ? "dwarf" : "fp");
+	if (info.frames_total)
+		fprintf(out, "frames_named: %.1f%%\n",
+			100.0 * info.frames_named / info.frames_total);
+	else
+		fprintf(out, "frames_named: none yet\n");
+}
+
+static void ops_status(void *self, FILE *out)
+{
+	struct cpu_collector_stats cs = {0};
+
+	cpu_collector_get_stats(self, &cs);
+	fprintf(out, "cpu: %s\n", cs.running ? "sampling" : "idle");
+	fprintf(out, "samples: %llu\n", (unsigned long long)cs.samples);
+	fprintf(out, "drops: %llu\n", (unsigned long long)(cs.counts_full + cs.stacks_full +
+							   cs.stacks_lost + cs.stacks_nomem +
+							   cs.ringbuf_full));
+	fprintf(out, "drops_counts_map_full: %llu\n", (unsigned long long)cs.counts_full);
+	fprintf(out, "drops_stacks_map_full: %llu\n", (unsigned long long)cs.stacks_full);
+	fprintf(out, "drops_stack_lost: %llu\n", (unsigned long long)cs.stacks_lost);
+	fprintf(out, "user_stack_errors: %llu\n", (unsigned long long)cs.ustack_errors);
+	fprintf(out, "kernel_stack_errors: %llu\n", (unsigned long long)cs.kstack_errors);
+	fprintf(out, "stack_maps_renewed: %llu\n", (unsigned long long)cs.stack_maps_renewed);
+	fprintf(out, "drops_stacks_nomem: %llu\n", (unsigned long long)cs.stacks_nomem);
+	fprintf(out, "drops_ringbuf_full: %llu\n", (unsigned long long)cs.ringbuf_full);
+	fprintf(out, "stacks_spilled: %llu\n", (unsigned long long)cs.stacks_spilled);
+	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
+}
+
+const struct collector_ops cpu_collector_ops = {
+	.name = "cpu",
+	.create = ops_create,
+	.destroy = ops_destroy,
+	.attach = ops_attach,
+	.detach = ops_detach,
+	.drain = ops_drain,
+	.drops = ops_drops,
+	.target_status = ops_target_status,
+	.status = ops_status,
+};

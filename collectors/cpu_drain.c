@@ -22,34 +22,6 @@ struct drain_ctx {
 	int64_t now;
 };
 
-int cpu_take_all(int fd, void *keys, void *values, uint32_t cap,
-		 int (*each)(void *ctx, const void *keys, const void *values, uint32_t n),
-		 void *ctx)
-{
-	__u64 in = 0, out = 0;
-	bool first = true;
-	int err, first_err = 0;
-
-	for (;;) {
-		__u32 got = cap;
-
-		err = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out, keys, values,
-						      &got, NULL);
-		if (err && err != -ENOENT)
-			return err;
-		if (got) {
-			int cb_err = each(ctx, keys, values, got);
-
-			if (cb_err && !first_err)
-				first_err = cb_err;
-		}
-		if (err == -ENOENT)
-			return first_err;
-		in = out;
-		first = false;
-	}
-}
-
 /* The addresses of the stack with this hash: in the stacks map the kernel writes now, or in
  * the one this drain retired, where the counts being drained may have put it. */
 static const struct cpu_stack *find_raw(struct cpu_collector *c, uint64_t hash)
@@ -447,7 +419,7 @@ static int retire_stacks_if_filling(struct cpu_collector *c)
 	c->stacks_stored_before = stored;
 	if (stored + 2 * busiest < c->stacks_spec.max_entries / 10 * 9 || c->stacks_spare_fd < 0)
 		return 0;
-	err = cpu_install_inner(c->skel->maps.stacks, c->stacks_spare_fd);
+	err = swap_map_set(c->skel->maps.stacks, c->stacks_spare_fd);
 	if (err)
 		return err;
 	c->stacks_retired_fd = c->stacks_fd;
@@ -462,16 +434,15 @@ static int retire_stacks_if_filling(struct cpu_collector *c)
 int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 {
 	struct drain_ctx ctx = { .c = c, .now = now };
-	int old = c->counts_live, err, stacks_err;
+	int old, err, stacks_err;
 	struct cpu_target_state *t, *tmp;
 
 	c->drain_seq++;
 	cpu_follow_install_locked(c);
 	stacks_err = retire_stacks_if_filling(c);
-	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
+	err = swap_map_swap(&c->counts, &old);
 	if (err)
 		return err;
-	c->counts_live = !old;
 	/* Every program that counted into the old map has finished, and spilled its stack
 	 * first: the ring holds every stack those counts name. Dwarf samples there name kernel
 	 * stacks in the retired map, still readable now. */
@@ -479,14 +450,14 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	HASH_ITER(hh, c->targets, t, tmp)
 		if (t->java_n)
 			cpu_java_flush(t, false);
-	err = cpu_take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
-			   c->counts_spec.max_entries, add_counts, &ctx);
+	err = swap_map_take_all(old, c->batch_keys, c->batch_values, c->counts.spec.max_entries,
+				add_counts, &ctx);
 	if (c->stacks_retired_fd >= 0) {
 		/* Emptying a big map costs more than making a new one. */
 		close(c->stacks_retired_fd);
 		c->stacks_retired_fd = -1;
 		cpu_spilled_free(c, atomic_load(&c->stack_maps_renewed));
-		c->stacks_spare_fd = cpu_create_inner(&c->stacks_spec, "cpu_stacks");
+		c->stacks_spare_fd = swap_map_create(&c->stacks_spec, "cpu_stacks");
 		if (c->stacks_spare_fd < 0 && !stacks_err)
 			stacks_err = c->stacks_spare_fd;
 	}

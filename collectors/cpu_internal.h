@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <uthash.h>
 #include "collectors/cpu.h"
+#include "collectors/swap_map.h"
 #include "bpf/cpu.h"
 #include "collectors/unwind_auto.h"
 
@@ -68,13 +69,6 @@ struct cpu_target_state {
 	UT_hash_handle hh;
 };
 
-/* Shape of the inner maps. The kernel only installs inner maps that match the template the
- * program was verified with, and userspace makes both, so the shape is chosen here at run
- * time: kernels before 6.1 refuse non-preallocated hash maps in perf_event programs. */
-struct cpu_inner_spec {
-	uint32_t key_size, value_size, max_entries, flags;
-};
-
 /* A stack spilled through the ring buffer (bpf/cpu.h, struct cpu_stack_record): it stands in
  * for an entry of the stacks map, and goes when the map it stood in for is retired. */
 struct cpu_spilled {
@@ -106,9 +100,8 @@ struct cpu_collector {
 	struct bpf_link **perf_links;
 	_Atomic bool running;     /* perf events open; read without the lock by status */
 	struct bpf_link *exec_link;
-	struct cpu_inner_spec counts_spec, stacks_spec;
-	int counts_fds[2];
-	int counts_live;       /* index of the counts map the kernel writes now */
+	struct swap_map counts;
+	struct swap_map_spec stacks_spec;
 	int stacks_fd;         /* the stacks map the kernel writes now */
 	int stacks_spare_fd;   /* empty, swapped in when stacks_fd is filling up */
 	int stacks_retired_fd; /* during a drain: the map swapped out, still readable */
@@ -118,7 +111,7 @@ struct cpu_collector {
 	struct cpu_target_state *targets; /* the enabled ones */
 	uint64_t drain_seq;
 	struct cpu_stack raw;  /* the stack being named */
-	void *batch_keys, *batch_values; /* drain buffers, counts_spec.max_entries long */
+	void *batch_keys, *batch_values; /* drain buffers, counts.spec.max_entries long */
 	_Atomic uint64_t stacks_lost;
 	_Atomic uint64_t stack_maps_renewed;
 	_Atomic uint64_t dwarf_samples;
@@ -146,12 +139,6 @@ struct cpu_collector {
 };
 
 int cpu_drain_locked(struct cpu_collector *c, int64_t now);
-/* Reads and deletes every entry of a hash map, cap entries at a time, handing each batch to
- * each(). The map ends up empty whatever each() says, or stale entries would come back two
- * drains later: each()'s first error is returned after the map is emptied. */
-int cpu_take_all(int fd, void *keys, void *values, uint32_t cap,
-		 int (*each)(void *ctx, const void *keys, const void *values, uint32_t n),
-		 void *ctx);
 /* Naming for collectors that capture stacks of their own (off-CPU) into target states of
  * their own, with this collector's symbolizer: the stack of pcs (leaf first) under key, from
  * t's cache or named now (NULL if memory ran out); and adding count of (comm, user stack or
@@ -168,8 +155,6 @@ void cpu_percpu_sums(int fd, int ncpus, __u64 *sums, __u32 n);
 int cpu_ring_record(void *ctx, void *data, size_t size);
 void cpu_spilled_free(struct cpu_collector *c, uint64_t before_renewal);
 void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t);
-int cpu_install_inner(struct bpf_map *outer, int fd);
-int cpu_create_inner(const struct cpu_inner_spec *spec, const char *name);
 void cpu_target_state_free(struct cpu_target_state *t);
 /* Maps are re-read when an address is in none of them (a library loaded since, or mappings
  * read while the dynamic loader was still at work): once per drain, so that the drain right

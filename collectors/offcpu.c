@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 #include <uthash.h>
 #include "bpf/offcpu.h"
+#include "collectors/collector.h"
 #include "collectors/cpu_internal.h"
 #include "collectors/offcpu.h"
 #include "collectors/workers.h"
@@ -30,9 +31,7 @@ struct offcpu_collector {
 	struct symbolizer *syms;
 	struct bpf_link *switch_link, *exec_link; /* attached while a target exists */
 	struct ring_buffer *events;
-	struct cpu_inner_spec counts_spec;
-	int counts_fds[2];
-	int counts_live;
+	struct swap_map counts;
 	struct offcpu_target_state *targets;
 	int64_t now;              /* second being drained */
 	int64_t realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC, at this drain */
@@ -44,7 +43,8 @@ struct offcpu_collector {
 	_Atomic uint64_t stacks_lost;
 };
 
-static const struct cpu_inner_spec counts_spec = {
+static const struct swap_map_spec counts_spec = {
+	.type = BPF_MAP_TYPE_HASH,
 	.key_size = sizeof(struct cpu_key),
 	.value_size = sizeof(__u64),
 	.max_entries = 32768,
@@ -62,16 +62,13 @@ int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **ou
 	pthread_mutex_init(&c->lock, NULL);
 	c->cpu = cpu;
 	c->syms = cpu->syms;
-	c->counts_spec = counts_spec;
+	c->counts.fds[0] = c->counts.fds[1] = -1;
 	c->ncpus = libbpf_num_possible_cpus();
-	c->counts_fds[0] = cpu_create_inner(&c->counts_spec, "offcpu_counts");
-	c->counts_fds[1] = cpu_create_inner(&c->counts_spec, "offcpu_counts");
-	c->batch_keys = calloc(c->counts_spec.max_entries, c->counts_spec.key_size);
-	c->batch_values = calloc(c->counts_spec.max_entries, sizeof(__u64));
-	if (c->counts_fds[0] < 0 || c->counts_fds[1] < 0 || !c->batch_keys ||
-	    !c->batch_values || c->ncpus <= 0) {
+	c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
+	c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
+	if (!c->batch_keys || !c->batch_values || c->ncpus <= 0) {
 		err = -ENOMEM;
-		snprintf(errbuf, errlen, "creating maps: %s", strerror(-err));
+		snprintf(errbuf, errlen, "out of memory");
 		goto fail;
 	}
 	c->skel = offcpu_bpf__open();
@@ -80,10 +77,14 @@ int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **ou
 		snprintf(errbuf, errlen, "opening BPF object: %s", strerror(-err));
 		goto fail;
 	}
-	bpf_map__set_inner_map_fd(c->skel->maps.counts, c->counts_fds[0]);
+	err = swap_map_init(&c->counts, c->skel->maps.counts, &counts_spec, "offcpu_counts");
+	if (err) {
+		snprintf(errbuf, errlen, "creating maps: %s", strerror(-err));
+		goto fail;
+	}
 	err = offcpu_bpf__load(c->skel);
 	if (!err)
-		err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[0]);
+		err = swap_map_install(&c->counts);
 	if (err) {
 		snprintf(errbuf, errlen, "loading BPF programs: %s", strerror(-err));
 		goto fail;
@@ -125,9 +126,7 @@ void offcpu_collector_free(struct offcpu_collector *c)
 		target_state_free(t);
 	}
 	offcpu_bpf__destroy(c->skel);
-	for (int i = 0; i < 2; i++)
-		if (c->counts_fds[i] >= 0)
-			close(c->counts_fds[i]);
+	swap_map_fini(&c->counts);
 	free(c->batch_keys);
 	free(c->batch_values);
 	pthread_mutex_destroy(&c->lock);
@@ -192,6 +191,18 @@ static int attach_locked(struct offcpu_collector *c, char *errbuf, size_t errlen
 	return 0;
 }
 
+/* Sets the kernel's hint for the tgids whose low bits are pid's, from the targets now. */
+static void update_hint_locked(struct offcpu_collector *c, pid_t pid)
+{
+	__u32 slot = pid & OFFCPU_HINT_MASK, hint = 0;
+	struct offcpu_target_state *t, *tmp;
+
+	HASH_ITER(hh, c->targets, t, tmp)
+		if (((__u32)t->pid & OFFCPU_HINT_MASK) == slot)
+			hint = hint ? OFFCPU_HINT_SHARED : (__u32)t->pid;
+	bpf_map_update_elem(bpf_map__fd(c->skel->maps.hints), &slot, &hint, BPF_ANY);
+}
+
 /* Puts t's current worker threads in the kernel's workers map. */
 static void update_workers_locked(struct offcpu_collector *c, struct offcpu_target_state *t)
 {
@@ -245,6 +256,7 @@ int offcpu_collector_add(struct offcpu_collector *c, pid_t pid, struct profile *
 							    : strerror(-err));
 		goto undo;
 	}
+	update_hint_locked(c, pid);
 	goto out;
 undo:
 	HASH_DEL(c->targets, t);
@@ -412,7 +424,7 @@ static void trim_stacks_locked(struct offcpu_collector *c)
 
 static int drain_locked(struct offcpu_collector *c, int64_t now)
 {
-	int old = c->counts_live, err;
+	int old, err;
 	struct timespec rt, mono;
 
 	c->now = now;
@@ -422,12 +434,11 @@ static int drain_locked(struct offcpu_collector *c, int64_t now)
 				(rt.tv_nsec - mono.tv_nsec);
 	if (c->events)
 		ring_buffer__consume(c->events);
-	err = cpu_install_inner(c->skel->maps.counts, c->counts_fds[!old]);
+	err = swap_map_swap(&c->counts, &old);
 	if (err)
 		return err;
-	c->counts_live = !old;
-	err = cpu_take_all(c->counts_fds[old], c->batch_keys, c->batch_values,
-			   c->counts_spec.max_entries, add_sums, c);
+	err = swap_map_take_all(old, c->batch_keys, c->batch_values, c->counts.spec.max_entries,
+				add_sums, c);
 	trim_stacks_locked(c);
 	return err;
 }
@@ -469,6 +480,7 @@ uint64_t offcpu_collector_remove(struct offcpu_collector *c, pid_t pid, int64_t 
 		forget_started_locked(c, pid);
 		HASH_DEL(c->targets, t);
 		target_state_free(t);
+		update_hint_locked(c, pid);
 		if (!c->targets)
 			detach_locked(c);
 	}
@@ -476,13 +488,19 @@ uint64_t offcpu_collector_remove(struct offcpu_collector *c, pid_t pid, int64_t 
 	return drops;
 }
 
-int offcpu_collector_drain(struct offcpu_collector *c, int64_t now, const char *workers)
+void offcpu_collector_set_workers(struct offcpu_collector *c, const char *workers)
+{
+	pthread_mutex_lock(&c->lock);
+	snprintf(c->workers_prefix, sizeof(c->workers_prefix), "%s", workers);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int offcpu_collector_drain(struct offcpu_collector *c, int64_t now)
 {
 	struct offcpu_target_state *t, *tmp;
 	int err = 0;
 
 	pthread_mutex_lock(&c->lock);
-	snprintf(c->workers_prefix, sizeof(c->workers_prefix), "%s", workers);
 	if (c->targets) {
 		HASH_ITER(hh, c->targets, t, tmp)
 			update_workers_locked(c, t);
@@ -546,3 +564,74 @@ void offcpu_collector_get_stats(struct offcpu_collector *c, struct offcpu_collec
 	out->stacks_lost = atomic_load(&c->stacks_lost);
 	out->running = c->running;
 }
+
+/* The collector interface (collectors/collector.h). */
+
+static int ops_create(struct collector_env *env, void **self, char *errbuf, size_t errlen)
+{
+	struct offcpu_collector *c;
+	int err;
+
+	if (!env->cpu) {
+		snprintf(errbuf, errlen, "needs the cpu collector");
+		return -EOPNOTSUPP;
+	}
+	err = offcpu_collector_new(env->cpu, &c, errbuf, errlen);
+	if (err)
+		return err;
+	offcpu_collector_set_limits(c, env->offcpu_min_us, env->blocking_ms);
+	*self = c;
+	return 0;
+}
+
+static void ops_destroy(void *self)
+{
+	offcpu_collector_free(self);
+}
+
+static int ops_attach(void *self, const struct collector_target *t, char *errbuf, size_t errlen)
+{
+	return offcpu_collector_add(self, t->pid, t->offcpu, t->blocking, errbuf, errlen);
+}
+
+static uint64_t ops_detach(void *self, pid_t pid, int64_t now)
+{
+	return offcpu_collector_remove(self, pid, now);
+}
+
+static int ops_drain(void *self, int64_t now)
+{
+	return offcpu_collector_drain(self, now);
+}
+
+static void ops_target_status(void *self, const struct collector_target *t, bool attached,
+			      FILE *out)
+{
+	if (attached)
+		fprintf(out, "offcpu: tracing sched_switch\n");
+}
+
+static void ops_status(void *self, FILE *out)
+{
+	struct offcpu_collector_stats os = {0};
+
+	offcpu_collector_get_stats(self, &os);
+	fprintf(out, "offcpu: %s\n", os.running ? "tracing sched_switch" : "idle");
+	fprintf(out, "offcpu_waits: %llu\n", (unsigned long long)os.waits);
+	fprintf(out, "offcpu_drops: %llu\n", (unsigned long long)(os.counts_full + os.start_full +
+								    os.stacks_lost));
+	fprintf(out, "offcpu_stacks_map_full: %llu\n", (unsigned long long)os.stacks_full);
+	fprintf(out, "blocking_events_lost: %llu\n", (unsigned long long)os.events_lost);
+}
+
+const struct collector_ops offcpu_collector_ops = {
+	.name = "offcpu",
+	.node_cost = "a program on every context switch of the node",
+	.create = ops_create,
+	.destroy = ops_destroy,
+	.attach = ops_attach,
+	.detach = ops_detach,
+	.drain = ops_drain,
+	.target_status = ops_target_status,
+	.status = ops_status,
+};

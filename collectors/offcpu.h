@@ -46,9 +46,12 @@ int offcpu_collector_add(struct offcpu_collector *c, pid_t pid, struct profile *
  * kernel dropped during this enable. */
 uint64_t offcpu_collector_remove(struct offcpu_collector *c, pid_t pid, int64_t now);
 
+/* Worker threads are those whose name starts with workers (config/workers); "" = discover. */
+void offcpu_collector_set_workers(struct offcpu_collector *c, const char *workers);
+
 /* Drains sums and events into the targets' profiles and logs, counted at second now, and
- * re-discovers each target's worker threads (workers: config/workers, "" = discover). */
-int offcpu_collector_drain(struct offcpu_collector *c, int64_t now, const char *workers);
+ * re-discovers each target's worker threads. */
+int offcpu_collector_drain(struct offcpu_collector *c, int64_t now);
 
 /* The user stack thread tid of enabled target pid went off CPU with, if it is off CPU now:
  * frames root first, ';' between them, into buf. -ENOENT if not known. */

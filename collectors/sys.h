@@ -1,8 +1,9 @@
-/* System calls and lock waits: raw tracepoints on sys_enter/sys_exit time every system call of
- * enabled processes and every futex wait among them, and contention_begin/end kernel lock
- * waits where the kernel has them (bpf/sys.bpf.c). The kernel aggregates; once a second the
- * daemon drains the aggregates into each target's sys_table (syscalls.json, locks.json) and
- * its locks profile (wait microseconds by waiting stack). */
+/* System calls and lock waits, two collectors over one BPF object (bpf/sys.bpf.c): syscalls
+ * (raw tracepoints on sys_enter/sys_exit time every system call of its targets) and locks
+ * (the futex system calls' own tracepoints time futex waits, contention_begin/end kernel lock
+ * waits where the kernel has them). The kernel aggregates; once a second the daemon drains
+ * the aggregates into each target's sys_table (syscalls.json, locks.json) and its locks
+ * profile (wait microseconds by waiting stack). */
 #ifndef APERTURE_COLLECTORS_SYS_H
 #define APERTURE_COLLECTORS_SYS_H
 
@@ -20,7 +21,8 @@ struct sys_collector_stats {
 	uint64_t calls;        /* system calls of enabled processes timed */
 	uint64_t map_full;     /* aggregates dropped: a stats map was full */
 	uint64_t stacks_full;  /* lock waits kept without their stack */
-	bool attached;         /* the tracepoints are attached (some target is enabled) */
+	bool syscalls;         /* sys_enter/sys_exit attached (a target has syscalls on) */
+	bool locks;            /* the futex tracepoints attached (a target has locks on) */
 	bool kernel_locks;     /* contention_begin/end are attached with them */
 };
 
@@ -29,13 +31,15 @@ int sys_collector_new(struct symbolizer *syms, struct sys_collector **out, char 
 		      size_t errlen);
 void sys_collector_free(struct sys_collector *c);
 
-/* Starts timing pid's system calls into table and its lock waits into table and locks
- * (both referenced). -ESRCH if gone, -E2BIG if too many targets. */
-int sys_collector_add(struct sys_collector *c, pid_t pid, struct sys_table *table,
-		      struct profile *locks, char *errbuf, size_t errlen);
+/* Starts timing what of pid (SYS_TARGET_SYSCALLS: its system calls, SYS_TARGET_LOCKS: its lock
+ * waits) into table and locks (both referenced at pid's first add). -ESRCH if gone, -E2BIG if
+ * too many targets. */
+int sys_collector_add(struct sys_collector *c, pid_t pid, uint32_t what,
+		      struct sys_table *table, struct profile *locks, char *errbuf, size_t errlen);
 
-/* Stops, after moving pid's last aggregates into its table and profile (at second now). */
-void sys_collector_remove(struct sys_collector *c, pid_t pid, int64_t now);
+/* Stops timing what of pid, after moving its last aggregates into its table and profile (at
+ * second now). */
+void sys_collector_remove(struct sys_collector *c, pid_t pid, uint32_t what, int64_t now);
 
 /* Moves the kernel's aggregates into the targets' tables and profiles. */
 int sys_collector_drain(struct sys_collector *c, int64_t now);

@@ -211,7 +211,7 @@ static int dispatch(struct sys_collector *c, int kind, const void *key,
 	struct sys_target *t;
 
 	HASH_FIND_INT(c->targets, &pid, t);
-	if (!t)
+	if (!t || !(t->what & (kind == KIND_SYS ? SYS_TARGET_SYSCALLS : SYS_TARGET_LOCKS)))
 		return 0;
 	switch (kind) {
 	case KIND_SYS:
@@ -247,22 +247,16 @@ static void learn_waiters(struct sys_collector *c, int fd)
 	}
 }
 
-/* Swaps the kernel onto a fresh map of kind, then reads the old one whole and drops it. */
+/* Swaps the kernel onto the spare map of kind, then reads the old one whole, emptying it. */
 static int drain_kind(struct sys_collector *c, int kind, int64_t now)
 {
-	int old = c->inner_fds[kind], fresh = sys_create_inner(kind), err, first_err = 0;
-	char key[sizeof(struct lock_key)], next[sizeof(struct lock_key)];
+	char key[sizeof(struct lock_key)];
 	struct latency lat;
-	void *prev = NULL;
+	int old, err, first_err = 0;
 
-	if (fresh < 0)
-		return fresh;
-	err = sys_install_inner(sys_outer_map(c, kind), fresh);
-	if (err) {
-		close(fresh);
+	err = swap_map_swap(&c->maps[kind], &old);
+	if (err)
 		return err;
-	}
-	c->inner_fds[kind] = fresh;
 	if (kind == KIND_LOCK) {
 		struct sys_target *t, *tmp;
 
@@ -270,25 +264,28 @@ static int drain_kind(struct sys_collector *c, int kind, int64_t now)
 			sys_learn_threads(t);
 		learn_waiters(c, old);
 	}
-	while (!bpf_map_get_next_key(old, prev, next)) {
-		memcpy(key, next, sys_key_sizes[kind]);
-		prev = key;
+	while (!bpf_map_get_next_key(old, NULL, key)) {
 		err = read_percpu(c, old, key, &lat);
 		if (!err)
 			err = dispatch(c, kind, key, &lat, now);
 		if (err && !first_err)
 			first_err = err;
+		if (bpf_map_delete_elem(old, key))
+			return first_err ? first_err : -errno;
 	}
-	close(old);
 	return first_err;
 }
 
-int sys_drain_locked(struct sys_collector *c, int64_t now)
+int sys_drain_locked(struct sys_collector *c, uint32_t what, int64_t now)
 {
 	int err, first_err = 0;
 
 	c->drain_seq++;
 	for (int k = 0; k < KIND_NR; k++) {
+		/* A kind no target collects has nothing to drain: each swap waits for the
+		 * kernel, and a disable waits for its drain. */
+		if (!(what & (k == KIND_SYS ? SYS_TARGET_SYSCALLS : SYS_TARGET_LOCKS)))
+			continue;
 		err = drain_kind(c, k, now);
 		if (err && !first_err)
 			first_err = err;

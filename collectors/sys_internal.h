@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uthash.h>
 #include <bpf/libbpf.h>
+#include "collectors/swap_map.h"
 #include "collectors/sys.h"
 #include "bpf/sys.h"
 
@@ -37,6 +38,7 @@ struct thread_name {
 
 struct sys_target {
 	pid_t pid;
+	uint32_t what;           /* SYS_TARGET_* */
 	struct sys_table *table;
 	struct profile *locks;
 	struct proc_syms *syms;  /* read at enable; refreshed once per drain when a name misses */
@@ -51,22 +53,22 @@ struct sys_collector {
 	struct sys_bpf *skel;
 	struct symbolizer *syms;
 	int ncpus;
-	struct bpf_link *enter_link, *exit_link, *lock_begin_link, *lock_end_link;
+	int refs;               /* the syscalls and locks collectors' */
+	struct bpf_link *enter_link, *exit_link; /* while a target has syscalls on */
+	struct bpf_link *futex_links[4], *lock_begin_link, *lock_end_link; /* ... locks on */
 	char klock_error[160];
-	int inner_fds[KIND_NR]; /* the maps the kernel writes now */
+	char locks_error[160];  /* why the last attach of the futex tracepoints failed */
+	struct swap_map maps[KIND_NR];
 	struct sys_target *targets;
+	int64_t drained_at;     /* the second last drained: both collectors drain it once */
 	uint64_t drain_seq;
 	struct latency *percpu; /* ncpus values, for one lookup */
 	struct sys_stack raw;
 };
 
-extern const uint32_t sys_key_sizes[KIND_NR];
-
-struct bpf_map *sys_outer_map(struct sys_collector *c, int kind);
-int sys_create_inner(int kind);
-int sys_install_inner(struct bpf_map *outer, int fd);
 /* Learns the names of the target's threads alive now. */
 void sys_learn_threads(struct sys_target *t);
-int sys_drain_locked(struct sys_collector *c, int64_t now);
+/* Drains the kinds of aggregate that what (SYS_TARGET_*) collects. */
+int sys_drain_locked(struct sys_collector *c, uint32_t what, int64_t now);
 
 #endif

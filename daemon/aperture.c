@@ -5,6 +5,7 @@
 #include <time.h>
 #include <bpf/libbpf_version.h>
 #include <elfutils/version.h>
+#include "collectors/collector.h"
 #include "collectors/cpu.h"
 #include "collectors/jvm/hsperf_watch.h"
 #include "collectors/jvm/jvm.h"
@@ -12,8 +13,18 @@
 #include "collectors/sys.h"
 #include "daemon/aperture.h"
 #include "daemon/targets.h"
+#include "daemon/value.h"
 #include "symbols/symbols.h"
 #include "sync/client.h"
+
+/* Every collector, in the order they attach. A new one is a line here. */
+static const struct collector_ops *const collector_list[APERTURE_COLLECTORS] = {
+	&cpu_collector_ops, &offcpu_collector_ops, &syscalls_collector_ops,
+	&locks_collector_ops, &jvm_collector_ops,
+};
+
+/* What a bare `echo 1 > enable` costs is what perf costs: cpu, and the agent of a JVM. */
+#define DEFAULT_COLLECTORS (1u << 0 | 1u << 4)
 
 int64_t aperture_now(void)
 {
@@ -62,28 +73,125 @@ int aperture_init(struct aperture *a, const char *mountpoint)
 	err = symbolizer_new(&a->syms);
 	if (err)
 		return err;
-	err = cpu_collector_new(a->syms, config_get(a, CONFIG_FREQUENCY_HZ), &a->cpu,
-				a->cpu_error, sizeof(a->cpu_error));
-	if (err)
-		a->cpu = NULL;
-	/* APERTURE_JVM_AGENT points a test or an installed daemon at another agent build. */
-	err = jvm_collector_new(getenv("APERTURE_JVM_AGENT") ?: APERTURE_JVM_AGENT,
-				&a->config[CONFIG_JVM_ALLOC_INTERVAL], a->cpu, &a->jvm);
-	if (err)
-		return err;
-	if (!a->cpu)
-		snprintf(a->offcpu_error, sizeof(a->offcpu_error), "needs the cpu collector");
-	err = a->cpu ? offcpu_collector_new(a->cpu, &a->offcpu, a->offcpu_error,
-					    sizeof(a->offcpu_error)) : -EOPNOTSUPP;
-	if (err)
-		a->offcpu = NULL;
-	else
-		offcpu_collector_set_limits(a->offcpu, config_get(a, CONFIG_OFFCPU_MIN_US),
-					    config_get(a, CONFIG_BLOCKING_THRESHOLD_MS));
-	err = sys_collector_new(a->syms, &a->sys, a->sys_error, sizeof(a->sys_error));
-	if (err)
-		a->sys = NULL;
+	struct collector_env env = {
+		.syms = a->syms,
+		.frequency_hz = config_get(a, CONFIG_FREQUENCY_HZ),
+		.offcpu_min_us = config_get(a, CONFIG_OFFCPU_MIN_US),
+		.blocking_ms = config_get(a, CONFIG_BLOCKING_THRESHOLD_MS),
+		/* APERTURE_JVM_AGENT points a test or an installed daemon at another agent. */
+		.jvm_agent = getenv("APERTURE_JVM_AGENT") ?: APERTURE_JVM_AGENT,
+		.jvm_alloc_interval = &a->config[CONFIG_JVM_ALLOC_INTERVAL],
+		.jvm_attach = &a->config[CONFIG_JVM_ATTACH],
+	};
+	/* A collector that can't start (no BPF here, say) leaves the daemon running without
+	 * it, its reason shown in status. */
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
+
+		c->ops = collector_list[i];
+		if (c->ops->create(&env, &c->self, c->error, sizeof(c->error)))
+			c->self = NULL;
+	}
+	a->cpu = env.cpu;
+	a->cpu_error = a->collectors[0].error;
+	a->offcpu = a->collectors[1].self;
+	a->sys = env.sys;
+	/* The JVM views and thread dumps ask its sessions, which only memory can deny. */
+	a->jvm = jvm_ops_collector(a->collectors[4].self);
+	if (!a->jvm)
+		return -ENOMEM;
+	atomic_store(&a->default_collectors, DEFAULT_COLLECTORS);
 	return targets_new(a, &a->targets);
+}
+
+int aperture_collectors_parse(const char *buf, size_t len, uint32_t *mask, char *why,
+			      size_t whylen)
+{
+	char shown[64];
+	size_t at = 0;
+
+	*mask = 0;
+	if (len && buf[len - 1] == '\n')
+		len--;
+	while (at < len) {
+		size_t n = 0;
+		int i;
+
+		while (at < len && (buf[at] == ' ' || buf[at] == ','))
+			at++;
+		while (at + n < len && buf[at + n] != ' ' && buf[at + n] != ',')
+			n++;
+		if (!n)
+			break;
+		for (i = 0; i < APERTURE_COLLECTORS; i++)
+			if (strlen(collector_list[i]->name) == n &&
+			    !memcmp(collector_list[i]->name, buf + at, n))
+				break;
+		if (i < APERTURE_COLLECTORS)
+			*mask |= 1u << i;
+		else if (n == 3 && !memcmp(buf + at, "all", 3))
+			*mask |= (1u << APERTURE_COLLECTORS) - 1;
+		else
+			goto bad;
+		at += n;
+	}
+	if (*mask)
+		return 0;
+bad:
+	value_quote(buf, len, shown, sizeof(shown));
+	snprintf(why, whylen, "\"%s\" is not a list of cpu, offcpu, syscalls, locks, jvm or all",
+		 shown);
+	return -EINVAL;
+}
+
+void aperture_collectors_print(uint32_t mask, FILE *out)
+{
+	const char *sep = "";
+
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		if (mask & 1u << i) {
+			fprintf(out, "%s%s", sep, collector_list[i]->name);
+			sep = " ";
+		}
+	}
+	fputc('\n', out);
+}
+
+int aperture_read_collectors(struct aperture *a, FILE *out)
+{
+	aperture_collectors_print(atomic_load(&a->default_collectors), out);
+	return 0;
+}
+
+int aperture_write_collectors(struct aperture *a, const char *buf, size_t len)
+{
+	char why[160];
+	uint32_t mask;
+	int err = aperture_collectors_parse(buf, len, &mask, why, sizeof(why));
+
+	if (err) {
+		aperture_set_error(a, "config/collectors: %s", why);
+		return err;
+	}
+	atomic_store(&a->default_collectors, mask);
+	return 0;
+}
+
+/* Moves what every collector gathered into the targets' stores, counted at second now. The
+ * syscalls and locks collectors share one object, drained once. */
+static void aperture_drain(struct aperture *a, int64_t now)
+{
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
+		int err;
+
+		if (!c->self || !c->ops->drain)
+			continue;
+		err = c->ops->drain(c->self, now);
+		if (err)
+			aperture_set_error(a, "draining the %s collector: %s", c->ops->name,
+					   strerror(-err));
+	}
 }
 
 /* Drains at each whole second, so a bucket holds one second of samples. */
@@ -91,7 +199,6 @@ static void *loop_main(void *arg)
 {
 	struct aperture *a = arg;
 	struct timespec next;
-	int err;
 
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	pthread_mutex_lock(&a->loop_lock);
@@ -106,24 +213,7 @@ static void *loop_main(void *arg)
 		/* Every drain below adds to this second or a later one. */
 		int64_t started = aperture_now();
 
-		if (a->cpu) {
-			err = cpu_collector_drain(a->cpu, aperture_now());
-			if (err)
-				aperture_set_error(a, "draining cpu samples: %s", strerror(-err));
-		}
-		if (a->offcpu) {
-			char workers[CONFIG_WORKERS_LEN];
-
-			config_get_workers(a, workers);
-			err = offcpu_collector_drain(a->offcpu, aperture_now(), workers);
-			if (err)
-				aperture_set_error(a, "draining off-CPU time: %s", strerror(-err));
-		}
-		if (a->sys) {
-			err = sys_collector_drain(a->sys, aperture_now());
-			if (err)
-				aperture_set_error(a, "draining system calls: %s", strerror(-err));
-		}
+		aperture_drain(a, aperture_now());
 		targets_tick(a->targets, aperture_now());
 		atomic_store(&a->drained_until, started);
 		pthread_mutex_lock(&a->loop_lock);
@@ -162,56 +252,17 @@ void aperture_fini(struct aperture *a)
 {
 	aperture_stop(a);
 	targets_free(a->targets);
-	jvm_collector_free(a->jvm);
+	/* Closing the collectors' links and perf events detaches every BPF program; offcpu and
+	 * jvm name their stacks with cpu's: the reverse order of making them. */
+	for (int i = APERTURE_COLLECTORS; i-- > 0;)
+		if (a->collectors[i].self)
+			a->collectors[i].ops->destroy(a->collectors[i].self);
 	hsperf_watch_free(a->jvm_watch);
-	/* Closing the collector's links and perf events detaches every BPF program. */
-	/* offcpu names its stacks with cpu's: it goes first. */
-	offcpu_collector_free(a->offcpu);
-	cpu_collector_free(a->cpu);
-	sys_collector_free(a->sys);
 	symbolizer_free(a->syms);
 	config_fini(a);
 	pthread_cond_destroy(&a->loop_wake);
 	pthread_mutex_destroy(&a->loop_lock);
 	pthread_mutex_destroy(&a->error_lock);
-}
-
-static void aperture_status_offcpu(struct aperture *a, FILE *out)
-{
-	struct offcpu_collector_stats os = {0};
-
-	if (!a->offcpu) {
-		fprintf(out, "offcpu: unavailable: %s\n", a->offcpu_error);
-		return;
-	}
-	offcpu_collector_get_stats(a->offcpu, &os);
-	fprintf(out, "offcpu: %s\n", os.running ? "tracing sched_switch" : "idle");
-	fprintf(out, "offcpu_waits: %llu\n", (unsigned long long)os.waits);
-	fprintf(out, "offcpu_drops: %llu\n", (unsigned long long)(os.counts_full + os.start_full +
-								    os.stacks_lost));
-	fprintf(out, "offcpu_stacks_map_full: %llu\n", (unsigned long long)os.stacks_full);
-	fprintf(out, "blocking_events_lost: %llu\n", (unsigned long long)os.events_lost);
-}
-
-static void aperture_sys_status(struct aperture *a, FILE *out)
-{
-	struct sys_collector_stats ss = {0};
-	char why[160];
-
-	if (!a->sys) {
-		fprintf(out, "syscalls: unavailable: %s\n", a->sys_error);
-		return;
-	}
-	sys_collector_get_stats(a->sys, &ss);
-	sys_collector_kernel_locks_error(a->sys, why, sizeof(why));
-	fprintf(out, "syscalls: %s\n", ss.attached ? "tracing" : "idle");
-	fprintf(out, "syscalls_timed: %llu\n", (unsigned long long)ss.calls);
-	fprintf(out, "syscalls_drops_map_full: %llu\n", (unsigned long long)ss.map_full);
-	fprintf(out, "lock_stacks_lost: %llu\n", (unsigned long long)ss.stacks_full);
-	if (why[0])
-		fprintf(out, "kernel_locks: unavailable: %s\n", why);
-	else
-		fprintf(out, "kernel_locks: %s\n", ss.kernel_locks ? "tracing" : "idle");
 }
 
 static void aperture_jvm_status(struct aperture *a, FILE *out)
@@ -241,39 +292,23 @@ static void aperture_jvm_status(struct aperture *a, FILE *out)
 
 int aperture_status(struct aperture *a, FILE *out)
 {
-	struct cpu_collector_stats cs = {0};
 	unsigned enabled, exited;
-	uint64_t drops;
 
 	targets_count(a->targets, &enabled, &exited);
-	if (a->cpu)
-		cpu_collector_get_stats(a->cpu, &cs);
-	drops = cs.counts_full + cs.stacks_full + cs.stacks_lost + cs.stacks_nomem +
-		cs.ringbuf_full;
 	fprintf(out, "version: %s\n", APERTURE_VERSION);
 	fprintf(out, "uptime_s: %lld\n", (long long)(aperture_now() - a->started));
 	fprintf(out, "mountpoint: %s\n", a->mountpoint);
 	fprintf(out, "targets_enabled: %u\ntargets_exited: %u\n", enabled, exited);
 	fprintf(out, "frequency_hz: %llu\n",
 		(unsigned long long)config_get(a, CONFIG_FREQUENCY_HZ));
-	if (!a->cpu)
-		fprintf(out, "cpu: unavailable: %s\n", a->cpu_error);
-	else
-		fprintf(out, "cpu: %s\n", cs.running ? "sampling" : "idle");
-	fprintf(out, "samples: %llu\n", (unsigned long long)cs.samples);
-	fprintf(out, "drops: %llu\n", (unsigned long long)drops);
-	fprintf(out, "drops_counts_map_full: %llu\n", (unsigned long long)cs.counts_full);
-	fprintf(out, "drops_stacks_map_full: %llu\n", (unsigned long long)cs.stacks_full);
-	fprintf(out, "drops_stack_lost: %llu\n", (unsigned long long)cs.stacks_lost);
-	fprintf(out, "user_stack_errors: %llu\n", (unsigned long long)cs.ustack_errors);
-	fprintf(out, "kernel_stack_errors: %llu\n", (unsigned long long)cs.kstack_errors);
-	fprintf(out, "stack_maps_renewed: %llu\n", (unsigned long long)cs.stack_maps_renewed);
-	fprintf(out, "drops_stacks_nomem: %llu\n", (unsigned long long)cs.stacks_nomem);
-	fprintf(out, "drops_ringbuf_full: %llu\n", (unsigned long long)cs.ringbuf_full);
-	fprintf(out, "stacks_spilled: %llu\n", (unsigned long long)cs.stacks_spilled);
-	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
-	aperture_status_offcpu(a, out);
-	aperture_sys_status(a, out);
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
+
+		if (!c->self)
+			fprintf(out, "%s: unavailable: %s\n", c->ops->name, c->error);
+		else if (c->ops->status)
+			c->ops->status(c->self, out);
+	}
 	aperture_jvm_status(a, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	fprintf(out, "store_bytes: %zu\n", profile_store_bytes());
@@ -287,7 +322,7 @@ int aperture_status(struct aperture *a, FILE *out)
 void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len)
 {
 	if (!a->sys)
-		snprintf(buf, len, "system call tracing is unavailable: %s", a->sys_error);
+		snprintf(buf, len, "the locks collector is unavailable: %s", a->collectors[3].error);
 	else
 		sys_collector_kernel_locks_error(a->sys, buf, len);
 }

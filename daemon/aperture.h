@@ -12,6 +12,7 @@
 #include "daemon/config.h"
 
 struct symbolizer;
+struct collector_ops;
 struct cpu_collector;
 struct jvm_collector;
 struct hsperf_watch;
@@ -20,6 +21,16 @@ struct sys_collector;
 struct targets;
 struct sync_client;
 
+/* The collectors, in the order they attach (cpu first: offcpu and jvm name through it); they
+ * detach in the reverse order. */
+#define APERTURE_COLLECTORS 5
+
+struct aperture_collector {
+	const struct collector_ops *ops;
+	void *self;            /* NULL when unavailable; error says why */
+	char error[256];
+};
+
 struct aperture {
 	int64_t started;          /* unix seconds */
 	char mountpoint[4096];
@@ -27,16 +38,18 @@ struct aperture {
 	pthread_mutex_t config_str_lock; /* config_str */
 	char *config_str[CONFIG_NR];      /* values of string settings; NULL = "" */
 	struct symbolizer *syms;
-	struct cpu_collector *cpu; /* NULL when BPF is unavailable; cpu_error says why */
-	char cpu_error[256];
-	struct sys_collector *sys; /* NULL when unavailable; sys_error says why */
-	char sys_error[256];
+	struct aperture_collector collectors[APERTURE_COLLECTORS];
+	_Atomic uint32_t default_collectors; /* config/collectors: bit i is collectors[i] */
+	/* Typed handles of the collectors whose settings or views reach them alone (NULL when
+	 * unavailable). */
+	struct cpu_collector *cpu;
+	const char *cpu_error;
+	struct offcpu_collector *offcpu;
+	struct sys_collector *sys;
+	struct jvm_collector *jvm;
 	struct targets *targets;
-	struct jvm_collector *jvm; /* attaches to JVMs as they are enabled */
 	struct hsperf_watch *jvm_watch; /* NULL when unavailable; jvm_watch_error says why */
 	char jvm_watch_error[256];
-	struct offcpu_collector *offcpu; /* NULL when unavailable; offcpu_error says why */
-	char offcpu_error[256];
 
 	struct sync_client *sync;  /* remote sync (config/sync); NULL in a daemon without it */
 	/* The loop's drains are done with every second before this one: no collector adds to
@@ -66,6 +79,16 @@ void aperture_set_error(struct aperture *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 int aperture_status(struct aperture *a, FILE *out);
+
+/* A set of collectors as written to config/collectors or targets/<pid>/collectors: words
+ * (cpu, offcpu, syscalls, locks, jvm, or all) separated by spaces or commas, at least one.
+ * -EINVAL with the reason in why. */
+int aperture_collectors_parse(const char *buf, size_t len, uint32_t *mask, char *why,
+			      size_t whylen);
+/* The words of mask, space-separated, and a newline. */
+void aperture_collectors_print(uint32_t mask, FILE *out);
+int aperture_read_collectors(struct aperture *a, FILE *out);
+int aperture_write_collectors(struct aperture *a, const char *buf, size_t len);
 
 /* Why kernel lock contention is not collected, "" when it is (or may be, once enabled). */
 void aperture_kernel_locks_error(struct aperture *a, char *buf, size_t len);

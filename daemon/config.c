@@ -150,6 +150,8 @@ static int write_string(struct aperture *a, enum config_key key, const char *buf
 	}
 	if (key == CONFIG_DEBUG_DIRS)
 		symbolizer_set_debug_dirs(a->syms, v);
+	if (key == CONFIG_WORKERS && a->offcpu)
+		offcpu_collector_set_workers(a->offcpu, v);
 	pthread_mutex_lock(&a->config_str_lock);
 	free(a->config_str[key]);
 	a->config_str[key] = v;

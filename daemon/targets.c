@@ -5,11 +5,8 @@
 #include <string.h>
 #include <time.h>
 #include <uthash.h>
-#include "collectors/cpu.h"
+#include "collectors/collector.h"
 #include "collectors/jvm/hsperf_watch.h"
-#include "collectors/jvm/jvm.h"
-#include "collectors/offcpu.h"
-#include "collectors/sys.h"
 #include "collectors/threads.h"
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
@@ -25,10 +22,16 @@ struct target {
 	int64_t since, expires, exited_at;
 	struct profile *profiles[TARGET_PROFILE_NR];
 	struct blocking_log *blocking;
-	uint64_t offcpu_drops;   /* kernel-side drops of enables that ended */
-	bool offcpu_on;          /* the off-CPU collector has this target */
 	struct sys_table *sys;   /* system calls and lock waits */
-	uint64_t cpu_drops;      /* kernel-side drops of enables that ended */
+	/* Collectors, bit i being a->collectors[i]: the chosen set (its own, written to its
+	 * collectors file, or config/collectors' at its last enable), and those attached now. */
+	uint32_t collectors, attached;
+	bool own_collectors;
+	uint64_t drops[APERTURE_COLLECTORS]; /* kernel-side drops of the last attach */
+	char collector_error[APERTURE_COLLECTORS][160]; /* why it is not attached */
+	/* Its collectors are being attached or detached, outside the registry's lock: the
+	 * record stays, and other writes to it wait (targets.idle). */
+	bool busy;
 	bool own_window;         /* window_s set by the target's window file, not config's */
 	uint64_t window_s;
 	struct profile_snapshot *baselines[TARGET_PROFILE_NR]; /* all NULL: no baseline */
@@ -42,6 +45,7 @@ struct target {
 struct targets {
 	struct aperture *a;
 	pthread_mutex_t lock;    /* the table and every record */
+	pthread_cond_t idle;     /* a record stopped being busy */
 	struct target *by_pid;
 };
 
@@ -50,6 +54,7 @@ static const char *const state_names[] = {
 	[TARGET_ENABLED] = "enabled",
 	[TARGET_EXPIRED] = "expired",
 	[TARGET_EXITED] = "exited",
+	[TARGET_STOPPING] = "stopping",
 };
 
 static const char *const profile_units[TARGET_PROFILE_NR] = {
@@ -69,6 +74,7 @@ int targets_new(struct aperture *a, struct targets **out)
 		return -ENOMEM;
 	ts->a = a;
 	pthread_mutex_init(&ts->lock, NULL);
+	pthread_cond_init(&ts->idle, NULL);
 	*out = ts;
 	return 0;
 }
@@ -93,15 +99,37 @@ static void target_free(struct target *t)
 	free(t);
 }
 
+/* What an attach or detach outside the registry's lock reports back. */
+struct collector_outcome {
+	uint32_t attached;        /* attached by it */
+	int failed;               /* index of the collector whose error is returned */
+	uint64_t drops[APERTURE_COLLECTORS];
+	char why[APERTURE_COLLECTORS][160]; /* why not attached ("not a JVM"), or the error */
+};
+
+/* Detaches the collectors of mask from pid, last to first (the JVM's Java frames go to cpu
+ * before it stops). Called without the registry's lock but where a record goes. */
+static void detach_set(struct aperture *a, pid_t pid, uint32_t mask, int64_t now,
+		       struct collector_outcome *o)
+{
+	for (int i = APERTURE_COLLECTORS; i-- > 0;)
+		if (mask & 1u << i)
+			o->drops[i] = a->collectors[i].ops->detach(a->collectors[i].self, pid, now);
+}
+
+/* Only a record that is not busy goes (at shutdown, none is). A record that goes while
+ * enabled (its pid was reused before a tick saw the exit) detaches under the lock. */
 static void target_drop_locked(struct targets *ts, struct target *t)
 {
-	if (t->state == TARGET_ENABLED && ts->a->cpu)
-		cpu_collector_remove(ts->a->cpu, t->pid, aperture_now());
-	jvm_collector_forget(ts->a->jvm, t->pid);
-	if (t->offcpu_on)
-		offcpu_collector_remove(ts->a->offcpu, t->pid, aperture_now());
-	if (t->state == TARGET_ENABLED && ts->a->sys)
-		sys_collector_remove(ts->a->sys, t->pid, aperture_now());
+	struct collector_outcome o;
+
+	detach_set(ts->a, t->pid, t->attached, aperture_now(), &o);
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &ts->a->collectors[i];
+
+		if (c->self && c->ops->forget)
+			c->ops->forget(c->self, t->pid);
+	}
 	HASH_DEL(ts->by_pid, t);
 	target_free(t);
 }
@@ -114,6 +142,7 @@ void targets_free(struct targets *ts)
 		return;
 	HASH_ITER(hh, ts->by_pid, t, tmp)
 		target_drop_locked(ts, t);
+	pthread_cond_destroy(&ts->idle);
 	pthread_mutex_destroy(&ts->lock);
 	free(ts);
 }
@@ -128,7 +157,7 @@ static struct target *resolve_locked(struct targets *ts, pid_t pid, struct proc_
 
 	*live = proc_identity_read(pid, id) == 0;
 	HASH_FIND_INT(ts->by_pid, &pid, t);
-	if (t && *live && !proc_identity_same(&t->id, id)) {
+	if (t && *live && !proc_identity_same(&t->id, id) && !t->busy) {
 		target_drop_locked(ts, t);
 		t = NULL;
 	}
@@ -316,110 +345,220 @@ static void thread_cpu_sample_locked(struct target *t, bool restart)
 	threads_free(&l);
 }
 
-static int enable_locked(struct targets *ts, struct target *t, int64_t now, uint64_t duration)
+/* Where one enable's data goes: a new enable is a new profile, so each enable gets new ones,
+ * installed only once every collector it chose is attached (a failed enable loses nothing). */
+struct sinks {
+	struct profile *profiles[TARGET_PROFILE_NR];
+	struct blocking_log *blocking;
+	struct sys_table *sys;
+};
+
+static void sinks_free(struct sinks *s)
 {
-	struct aperture *a = ts->a;
-	char why[200];
+	for (int i = 0; i < TARGET_PROFILE_NR; i++)
+		profile_unref(s->profiles[i]);
+	blocking_log_unref(s->blocking);
+	sys_table_unref(s->sys);
+}
+
+static int sinks_new(struct sinks *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (int i = 0; i < TARGET_PROFILE_NR; i++)
+		if (!(s->profiles[i] = profile_new(profile_units[i])))
+			goto fail;
+	s->blocking = blocking_log_new();
+	s->sys = sys_table_new();
+	if (s->blocking && s->sys)
+		return 0;
+fail:
+	sinks_free(s);
+	return -ENOMEM;
+}
+
+/* What a collector's attach gets of t: its identity, and where its data goes. */
+static void collector_target_of(const struct target *t, const struct sinks *s, bool jvm,
+				struct collector_target *ct)
+{
+	*ct = (struct collector_target){
+		.pid = t->pid,
+		.start_time = t->id.start_time,
+		.uid = t->id.euid,
+		.gid = t->id.rgid,
+		.jvm = jvm,
+		.cpu = s->profiles[TARGET_PROFILE_CPU],
+		.offcpu = s->profiles[TARGET_PROFILE_OFFCPU],
+		.locks = s->profiles[TARGET_PROFILE_LOCKS],
+		.jvm_alloc = s->profiles[TARGET_PROFILE_JVM_ALLOC],
+		.jvm_alloc_objects = s->profiles[TARGET_PROFILE_JVM_ALLOC_OBJECTS],
+		.jvm_monitors = s->profiles[TARGET_PROFILE_JVM_MONITORS],
+		.blocking = s->blocking,
+		.sys = s->sys,
+	};
+}
+
+/* Attaches the collectors of want to ct, first to last. One that does not apply to ct
+ * (-EOPNOTSUPP) is left out with its reason. On an error, detaches what it attached and
+ * returns the error, o->failed saying whose. Called without the registry's lock. */
+static int attach_set(struct aperture *a, const struct collector_target *ct, uint32_t want,
+		      int64_t now, struct collector_outcome *o)
+{
 	int err;
 
-	if (t->state != TARGET_ENABLED) {
-		if (!a->cpu) {
-			target_error(t, "enable: the cpu collector is unavailable: %s", a->cpu_error);
-			return -EOPNOTSUPP;
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
+
+		if (!(want & 1u << i))
+			continue;
+		o->why[i][0] = '\0';
+		if (!c->self) {
+			snprintf(o->why[i], sizeof(o->why[i]), "unavailable: %s", c->error);
+			err = -EOPNOTSUPP;
+		} else {
+			err = c->ops->attach(c->self, ct, o->why[i], sizeof(o->why[i]));
+			if (err == -EOPNOTSUPP)
+				continue;
 		}
-		err = profiles_ensure(t);
 		if (err) {
-			target_error(t, "enable: out of memory");
+			o->failed = i;
+			for (int j = i; j-- > 0;)
+				if (o->attached & 1u << j)
+					a->collectors[j].ops->detach(a->collectors[j].self, ct->pid,
+								     now);
+			o->attached = 0;
 			return err;
 		}
-		err = cpu_collector_add(a->cpu, t->pid, t->profiles[TARGET_PROFILE_CPU], why,
-					sizeof(why));
-		if (err) {
-			target_error(t, "enable: cpu collector: %s", why);
-			return err;
-		}
-		/* Mappings we may not read: profiled all the same, as perf does, unnamed. */
-		err = procmaps_check_access(t->pid);
-		if (err)
-			target_error(t, "enable: /proc/%d/maps: %s (ptrace read access refused): "
-				     "frames are [unknown]", (int)t->pid, strerror(-err));
-		/* Off-CPU collection is extra: without it, cpu profiling still goes on and status
-		 * says why it is missing. */
-		if (a->offcpu && !offcpu_collector_add(a->offcpu, t->pid,
-						       t->profiles[TARGET_PROFILE_OFFCPU],
-						       t->blocking, why, sizeof(why)))
-			t->offcpu_on = true;
-		else if (a->offcpu)
-			target_error(t, "enable: off-CPU collector: %s", why);
-		err = a->sys ? sys_collector_add(a->sys, t->pid, t->sys,
-						 t->profiles[TARGET_PROFILE_LOCKS], why, sizeof(why))
-			     : 0;
-		if (err) {
-			if (t->offcpu_on)
-				offcpu_collector_remove(a->offcpu, t->pid, now);
-			t->offcpu_on = false;
-			cpu_collector_remove(a->cpu, t->pid, now);
-			target_error(t, "enable: sys collector: %s", why);
-			return err;
-		}
-		t->state = TARGET_ENABLED;
-		t->since = now;
-		/* Like the profiles, the threads' history runs from the first enable or a reset. */
-		if (!t->thread_cpu)
-			thread_cpu_sample_locked(t, true);
-		/* The JVM part attaches in the background; whatever becomes of it, native
-		 * profiling goes on, and jvm/status says why. */
-		t->jvm = aperture_jvm_found_by(a, t->pid) != NULL;
-		/* A container enabled before targets/ was listed gets its /tmp watched too. */
-		hsperf_watch_note(a->jvm_watch, &t->pid, 1);
-		struct jvm_profiles jp = {
-			.alloc = t->profiles[TARGET_PROFILE_JVM_ALLOC],
-			.alloc_objects = t->profiles[TARGET_PROFILE_JVM_ALLOC_OBJECTS],
-			.monitors = t->profiles[TARGET_PROFILE_JVM_MONITORS],
-		};
-		if (t->jvm && config_get(a, CONFIG_JVM_ATTACH) &&
-		    jvm_collector_enable(a->jvm, t->pid, t->id.start_time, t->id.euid,
-					 t->id.rgid, &jp))
-			target_error(t, "enable: could not start attaching to the JVM");
+		o->attached |= 1u << i;
 	}
-	t->expires = duration ? now + (int64_t)duration : 0;
 	return 0;
 }
 
-static void disable_locked(struct targets *ts, struct target *t, enum target_state to,
-			   int64_t now)
+/* A record whose collectors are attached or detached is busy: the registry's lock is let
+ * go meanwhile, so that a detach, which waits for the kernel, holds up no reader of another
+ * target. A busy record stays (nothing drops it) and other writes to it wait. Returns with
+ * the lock held again. */
+static void busy_begin(struct targets *ts, struct target *t)
 {
-	if (t->state == TARGET_ENABLED) {
-		/* The Java frames of the last samples first: then they are final too. */
-		if (t->jvm)
-			jvm_collector_drain_java(ts->a->jvm, t->pid);
-		if (ts->a->cpu)
-			t->cpu_drops += cpu_collector_remove(ts->a->cpu, t->pid, now);
-		jvm_collector_disable(ts->a->jvm, t->pid);
-		if (t->offcpu_on)
-			t->offcpu_drops += offcpu_collector_remove(ts->a->offcpu, t->pid, now);
-		t->offcpu_on = false;
-		if (ts->a->sys)
-			sys_collector_remove(ts->a->sys, t->pid, now);
-		t->state = to;
-		t->since = now;
-	} else if (to == TARGET_EXITED) {
-		t->state = to;
-		t->since = now;
+	t->busy = true;
+	pthread_mutex_unlock(&ts->lock);
+}
+
+static void busy_end(struct targets *ts, struct target *t)
+{
+	pthread_mutex_lock(&ts->lock);
+	t->busy = false;
+	pthread_cond_broadcast(&ts->idle);
+}
+
+/* The record of pid, made if needed, once no other write is attaching or detaching its
+ * collectors. */
+static int writable_record_locked(struct targets *ts, pid_t pid, struct target **out)
+{
+	int err;
+
+	while (!(err = get_record_locked(ts, pid, out)) && (*out)->busy)
+		pthread_cond_wait(&ts->idle, &ts->lock);
+	return err;
+}
+
+static void collector_error(struct aperture *a, struct target *t, const char *during,
+			    const struct collector_outcome *o)
+{
+	target_error(t, "%s: %s collector: %s", during, a->collectors[o->failed].ops->name,
+		     o->why[o->failed]);
+}
+
+/* Enables a disabled target: a new profile, with the collectors it chose. */
+static int enable_locked(struct targets *ts, struct target *t, uint64_t duration)
+{
+	struct aperture *a = ts->a;
+	struct collector_outcome o = {0};
+	struct collector_target ct;
+	struct profile_snapshot *empty;
+	struct sinks fresh, old;
+	uint32_t want;
+	int64_t now;
+	bool jvm;
+	int err;
+
+	if (sinks_new(&fresh)) {
+		target_error(t, "enable: out of memory");
+		return -ENOMEM;
 	}
+	want = t->own_collectors ? t->collectors : atomic_load(&a->default_collectors);
+	busy_begin(ts, t);
+	now = aperture_now();
+	jvm = aperture_jvm_found_by(a, t->pid) != NULL;
+	/* A container enabled before targets/ was listed gets its /tmp watched too. */
+	hsperf_watch_note(a->jvm_watch, &t->pid, 1);
+	collector_target_of(t, &fresh, jvm, &ct);
+	err = attach_set(a, &ct, want, now, &o);
+	busy_end(ts, t);
+	if (err) {
+		sinks_free(&fresh);
+		collector_error(a, t, "enable", &o);
+		return err;
+	}
+	memcpy(old.profiles, t->profiles, sizeof(old.profiles));
+	old.blocking = t->blocking;
+	old.sys = t->sys;
+	memcpy(t->profiles, fresh.profiles, sizeof(t->profiles));
+	t->blocking = fresh.blocking;
+	t->sys = fresh.sys;
+	sinks_free(&old);
+	t->collectors = want;
+	t->attached = o.attached;
+	memcpy(t->collector_error, o.why, sizeof(t->collector_error));
+	memset(t->drops, 0, sizeof(t->drops));
+	t->jvm = jvm;
+	t->state = TARGET_ENABLED;
+	/* The second the new profiles begin, so that status and every view say the same. */
+	t->since = profile_snapshot(t->profiles[TARGET_PROFILE_CPU], 0, &empty) ? now
+										: empty->since;
+	profile_snapshot_free(empty);
+	t->expires = duration ? now + (int64_t)duration : 0;
+	/* Like the profiles, the threads' history runs from the enable or a reset. */
+	thread_cpu_sample_locked(t, true);
+	/* Mappings we may not read: profiled all the same, as perf does, unnamed. */
+	err = procmaps_check_access(t->pid);
+	if (err)
+		target_error(t, "enable: /proc/%d/maps: %s (ptrace read access refused): "
+			     "frames are [unknown]", (int)t->pid, strerror(-err));
+	return 0;
+}
+
+/* Stops an enabled target's collectors, outside the lock; it is then in state to. */
+static void disable_locked(struct targets *ts, struct target *t, enum target_state to)
+{
+	struct collector_outcome o = {0};
+	uint32_t mask = t->attached;
+	int64_t now;
+
+	/* Readers see it stop at once (sync ships no more of its live state); the state it
+	 * goes to is shown once its data is final. */
+	t->state = TARGET_STOPPING;
+	busy_begin(ts, t);
+	now = aperture_now();
+	detach_set(ts->a, t->pid, mask, now, &o);
+	busy_end(ts, t);
+	for (int i = 0; i < APERTURE_COLLECTORS; i++)
+		if (mask & 1u << i)
+			t->drops[i] = o.drops[i];
+	t->attached = 0;
+	t->state = to;
+	t->since = now;
 	t->expires = 0;
 }
 
 int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t len)
 {
-	int64_t now = aperture_now();
 	uint64_t duration;
 	char shown[64];
 	struct target *t;
 	int err, on;
 
 	pthread_mutex_lock(&ts->lock);
-	err = get_record_locked(ts, pid, &t);
+	err = writable_record_locked(ts, pid, &t);
 	if (err)
 		goto out;
 	err = value_parse_enable(buf, len, &on, &duration);
@@ -437,12 +576,98 @@ int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t 
 		target_error(t, "enable: process %d has exited", (int)pid);
 		goto out;
 	}
-	if (on)
-		err = enable_locked(ts, t, now, duration);
-	else
-		disable_locked(ts, t, TARGET_DISABLED, now);
+	if (!on) {
+		if (t->state == TARGET_ENABLED)
+			disable_locked(ts, t, TARGET_DISABLED);
+		t->expires = 0;
+	} else if (t->state == TARGET_ENABLED) {
+		/* Enabled already: the same profile goes on, with a new expiry. */
+		t->expires = duration ? aperture_now() + (int64_t)duration : 0;
+	} else {
+		err = enable_locked(ts, t, duration);
+	}
 out:
 	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+/* t's set (its own, or the one it is enabled with), else what its next enable gets. */
+static uint32_t collectors_of(struct targets *ts, const struct target *t)
+{
+	return t && (t->own_collectors || t->state == TARGET_ENABLED ||
+		     t->state == TARGET_STOPPING) ?
+		       t->collectors : atomic_load(&ts->a->default_collectors);
+}
+
+int targets_write_collectors(struct targets *ts, pid_t pid, const char *buf, size_t len)
+{
+	struct aperture *a = ts->a;
+	struct collector_outcome o = {0};
+	struct collector_target ct;
+	struct sinks now_sinks;
+	uint32_t want, add, remove;
+	struct target *t;
+	char why[160];
+	int64_t now;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = writable_record_locked(ts, pid, &t);
+	if (err)
+		goto out;
+	err = aperture_collectors_parse(buf, len, &want, why, sizeof(why));
+	if (err) {
+		target_error(t, "collectors: %s", why);
+		goto out;
+	}
+	if (t->state != TARGET_ENABLED) {
+		t->collectors = want;
+		t->own_collectors = true;
+		goto out;
+	}
+	/* Enabled: the change applies now, to the profile of this enable. */
+	add = want & ~t->collectors;
+	remove = t->attached & ~want;
+	memcpy(now_sinks.profiles, t->profiles, sizeof(now_sinks.profiles));
+	now_sinks.blocking = t->blocking;
+	now_sinks.sys = t->sys;
+	collector_target_of(t, &now_sinks, t->jvm, &ct);
+	busy_begin(ts, t);
+	now = aperture_now();
+	err = attach_set(a, &ct, add, now, &o);
+	if (!err)
+		detach_set(a, pid, remove, now, &o);
+	busy_end(ts, t);
+	if (err) {
+		collector_error(a, t, "collectors", &o);
+		goto out;
+	}
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		if (add & 1u << i)
+			memcpy(t->collector_error[i], o.why[i], sizeof(o.why[i]));
+		if (remove & 1u << i)
+			t->drops[i] = o.drops[i];
+	}
+	t->attached = (t->attached & ~remove) | o.attached;
+	t->collectors = want;
+	t->own_collectors = true;
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
+}
+
+int targets_read_collectors(struct targets *ts, pid_t pid, FILE *out)
+{
+	struct target *t;
+	uint32_t mask;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	err = find_locked(ts, pid, &t);
+	mask = collectors_of(ts, t);
+	pthread_mutex_unlock(&ts->lock);
+	if (!err)
+		aperture_collectors_print(mask, out);
 	return err;
 }
 
@@ -473,8 +698,7 @@ int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t l
 		sys_table_reset(t->sys);
 	if (t->thread_cpu)
 		thread_cpu_sample_locked(t, true);
-	t->cpu_drops = 0;
-	t->offcpu_drops = 0;
+	memset(t->drops, 0, sizeof(t->drops));
 out:
 	pthread_mutex_unlock(&ts->lock);
 	return err;
@@ -622,19 +846,27 @@ static void print_time(FILE *out, const char *key, int64_t t)
 	fprintf(out, "%s: %s\n", key, when);
 }
 
-/* How the target's user stacks are walked, and the share of their frames that got a name. */
-static void print_cpu_info(FILE *out, struct cpu_collector *cpu, pid_t pid)
+/* One line per collector: on (and what it costs the node), off (and why, when it was
+ * chosen but does not apply), or unavailable. */
+static void print_collectors(struct aperture *a, const struct target *t, FILE *out)
 {
-	struct cpu_target_info info;
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		const struct aperture_collector *c = &a->collectors[i];
+		uint32_t bit = 1u << i;
 
-	if (cpu_collector_target_info(cpu, pid, &info))
-		return;
-	fprintf(out, "unwind: %s\n", info.dwarf ? "dwarf" : "fp");
-	if (info.frames_total)
-		fprintf(out, "frames_named: %.1f%%\n",
-			100.0 * info.frames_named / info.frames_total);
-	else
-		fprintf(out, "frames_named: none yet\n");
+		fprintf(out, "collector_%s: ", c->ops->name);
+		if (!c->self)
+			fprintf(out, "unavailable: %s\n", c->error);
+		else if (t && t->attached & bit && c->ops->node_cost)
+			fprintf(out, "on (costs the whole node: %s)\n", c->ops->node_cost);
+		else if (t && t->attached & bit)
+			fprintf(out, "on\n");
+		else if (t && t->state == TARGET_ENABLED && t->collectors & bit &&
+			 t->collector_error[i][0])
+			fprintf(out, "off: %s\n", t->collector_error[i]);
+		else
+			fprintf(out, "off\n");
+	}
 }
 
 int targets_status(struct targets *ts, pid_t pid, FILE *out)
@@ -642,6 +874,8 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	struct aperture *a = ts->a;
 	struct profile_stats ps = {0};
 	struct proc_identity id;
+	struct collector_target ct;
+	struct sinks none = {0};
 	const char *found_by;
 	struct target *t;
 	bool live;
@@ -672,28 +906,42 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	fprintf(out, "runtime: %s\n", (t && t->jvm) || found_by ? "jvm" : "native");
 	if (found_by)
 		fprintf(out, "jvm_found_by: %s\n", found_by);
-	if (t && t->jvm)
-		jvm_collector_state_line(a->jvm, pid, out);
-	if (!a->cpu)
-		fprintf(out, "cpu: unavailable: %s\n", a->cpu_error);
-	else if (t && t->state == TARGET_ENABLED)
-		fprintf(out, "cpu: running at %llu Hz\n",
-			(unsigned long long)config_get(a, CONFIG_FREQUENCY_HZ));
+	fprintf(out, "collectors: ");
+	aperture_collectors_print(collectors_of(ts, t), out);
+	print_collectors(a, t, out);
+	if (t)
+		collector_target_of(t, &none, t->jvm, &ct);
 	else
-		fprintf(out, "cpu: off\n");
-	if (t && t->profiles[TARGET_PROFILE_CPU])
+		ct = (struct collector_target){ .pid = pid };
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
+
+		if (c->self && c->ops->target_status)
+			c->ops->target_status(c->self, &ct, t && t->attached & 1u << i, out);
+	}
+	if (t && t->profiles[TARGET_PROFILE_CPU]) {
+		struct profile_snapshot *snap;
+
 		profile_get_stats(t->profiles[TARGET_PROFILE_CPU], &ps);
-	drops = t ? t->cpu_drops : 0;
-	if (t && t->state == TARGET_ENABLED && a->cpu)
-		drops += cpu_collector_target_drops(a->cpu, pid);
-	if (!a->sys)
-		fprintf(out, "syscalls: unavailable: %s\n", a->sys_error);
-	else
-		fprintf(out, "syscalls: %s\n", t && t->state == TARGET_ENABLED ? "tracing" : "off");
-	fprintf(out, "samples: %llu\ndrops: %llu\n", (unsigned long long)ps.total,
-		(unsigned long long)drops);
-	if (t && t->state == TARGET_ENABLED && a->cpu)
-		print_cpu_info(out, a->cpu, pid);
+		/* When the profiles begin: the last enable or reset. */
+		if (!profile_snapshot(t->profiles[TARGET_PROFILE_CPU], 0, &snap)) {
+			print_time(out, "profile_since", snap->since);
+			profile_snapshot_free(snap);
+		}
+	}
+	fprintf(out, "samples: %llu\n", (unsigned long long)ps.total);
+	for (int i = 0; i < APERTURE_COLLECTORS; i++) {
+		struct aperture_collector *c = &a->collectors[i];
+
+		drops = t ? t->drops[i] : 0;
+		if (t && t->attached & 1u << i && c->ops->drops)
+			drops = c->ops->drops(c->self, pid);
+		/* "drops" is cpu's, the first collector's, as it always was. */
+		if (i == 0)
+			fprintf(out, "drops: %llu\n", (unsigned long long)drops);
+		else if (drops)
+			fprintf(out, "%s_drops: %llu\n", c->ops->name, (unsigned long long)drops);
+	}
 	fprintf(out, "window_s: %llu (%s)\n", (unsigned long long)window_locked(ts, t),
 		t && t->own_window ? "own" : "global");
 	if (t && t->baseline_at) {
@@ -703,11 +951,6 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	} else {
 		fprintf(out, "baseline: none\n");
 	}
-	if (!a->offcpu)
-		fprintf(out, "offcpu: unavailable: %s\n", a->offcpu_error);
-	else
-		fprintf(out, "offcpu: %s\n", t && t->offcpu_on ? "tracing sched_switch" : "off");
-	fprintf(out, "offcpu_drops: %llu\n", (unsigned long long)(t ? t->offcpu_drops : 0));
 	fprintf(out, "last_error: %s\n", t && t->last_error[0] ? t->last_error : "none");
 out:
 	pthread_mutex_unlock(&ts->lock);
@@ -821,32 +1064,106 @@ static bool worth_keeping(const struct target *t)
 	return false;
 }
 
+/* One live target a tick looks at: what it reads of the process in /proc, without the
+ * registry's lock (200 targets take tens of ms to read), the record busy meanwhile. */
+struct tick_item {
+	struct target *t;
+	uint64_t start_time;
+	bool enabled;
+	bool gone;                /* exited, or its pid is another process now */
+	bool have_threads;
+	struct thread_list threads; /* an enabled target's, for its threads' CPU history */
+};
+
+static void tick_read(struct tick_item *it)
+{
+	struct proc_identity id;
+
+	it->gone = proc_identity_read(it->t->pid, &id) || id.start_time != it->start_time;
+	it->have_threads = it->enabled && !it->gone &&
+			   !threads_read(it->t->pid, THREADS_BASIC, &it->threads);
+}
+
+/* Applies what the tick read of it->t (busy until now): expiry, exit, the threads' CPU.
+ * Returns the state the target must stop to (its collectors detached by the caller), or
+ * TARGET_ENABLED for none; *dropped when the record went. */
+static enum target_state tick_apply_locked(struct targets *ts, struct tick_item *it,
+					   int64_t now, bool *dropped)
+{
+	struct target *t = it->t;
+	enum target_state to = TARGET_ENABLED;
+
+	*dropped = false;
+	t->busy = false;
+	if (t->state == TARGET_ENABLED && t->expires && now >= t->expires)
+		to = TARGET_EXPIRED;
+	if (it->gone) {
+		if (!worth_keeping(t)) {
+			target_drop_locked(ts, t);
+			*dropped = true;
+			return TARGET_ENABLED;
+		}
+		to = TARGET_EXITED;
+	}
+	if (to != TARGET_ENABLED && t->state == TARGET_ENABLED)
+		return to;
+	if (to == TARGET_EXITED) {
+		t->state = to;
+		t->since = now;
+		t->expires = 0;
+	}
+	if (t->state == TARGET_ENABLED && it->have_threads &&
+	    (t->thread_cpu || (t->thread_cpu = thread_cpu_new())))
+		thread_cpu_record(t->thread_cpu, &it->threads, monotonic_us());
+	return TARGET_ENABLED;
+}
+
 void targets_tick(struct targets *ts, int64_t now)
 {
 	int64_t retain = config_get(ts->a, CONFIG_RETAIN_EXITED_S);
-	struct proc_identity id;
+	struct tick_item *items = NULL;
+	size_t n = 0, cap = 0;
 	struct target *t, *tmp;
 
 	pthread_mutex_lock(&ts->lock);
 	HASH_ITER(hh, ts->by_pid, t, tmp) {
-		if (t->state == TARGET_ENABLED && t->expires && now >= t->expires)
-			disable_locked(ts, t, TARGET_EXPIRED, now);
-		if (t->state != TARGET_EXITED &&
-		    (proc_identity_read(t->pid, &id) || !proc_identity_same(&t->id, &id))) {
-			if (!worth_keeping(t)) {
+		if (t->busy)
+			continue;
+		if (t->state == TARGET_EXITED) {
+			if (now >= t->since + retain)
 				target_drop_locked(ts, t);
-				continue;
-			}
-			disable_locked(ts, t, TARGET_EXITED, now);
-		}
-		if (t->state == TARGET_EXITED && now >= t->since + retain) {
-			target_drop_locked(ts, t);
 			continue;
 		}
-		if (t->state == TARGET_ENABLED)
-			thread_cpu_sample_locked(t, false);
+		if (n == cap) {
+			struct tick_item *bigger;
+
+			cap = cap ? 2 * cap : 64;
+			bigger = realloc(items, cap * sizeof(*items));
+			if (!bigger)
+				break; /* the rest next second */
+			items = bigger;
+		}
+		items[n++] = (struct tick_item){ .t = t, .start_time = t->id.start_time,
+						 .enabled = t->state == TARGET_ENABLED };
+		t->busy = true;
 	}
 	pthread_mutex_unlock(&ts->lock);
+	for (size_t i = 0; i < n; i++)
+		tick_read(&items[i]);
+	pthread_mutex_lock(&ts->lock);
+	for (size_t i = 0; i < n; i++) {
+		enum target_state to;
+		bool dropped;
+
+		to = tick_apply_locked(ts, &items[i], now, &dropped);
+		if (to != TARGET_ENABLED)
+			disable_locked(ts, items[i].t, to); /* lets the lock go around its detach */
+		if (items[i].have_threads)
+			threads_free(&items[i].threads);
+	}
+	pthread_cond_broadcast(&ts->idle);
+	pthread_mutex_unlock(&ts->lock);
+	free(items);
 }
 
 int targets_threads_busy(struct targets *ts, pid_t pid, struct thread_list *l)

@@ -22,6 +22,9 @@ enum target_state {
 	TARGET_ENABLED,
 	TARGET_EXPIRED,  /* a temporary enable ran out */
 	TARGET_EXITED,
+	/* Its collectors are being detached (a disable, an expiry, an exit): what it collected
+	 * is final once it leaves this state for the one it is going to. */
+	TARGET_STOPPING,
 };
 
 enum target_profile {
@@ -54,7 +57,14 @@ int targets_list(struct targets *ts, pid_t **pids, size_t *n);
 /* Control files. Each returns 0 or a negative errno (-EINVAL, -ERANGE, -ESRCH for an exited
  * process, -ENOENT for no such process, or a collector's error) and, on error, changes
  * nothing and leaves the reason as the target's last_error. */
+/* enable: a new enable is a new profile (every profile, syscalls and locks, blocking events and
+ * threads' history start empty, `since` is the enable); 1 while enabled keeps the profile and
+ * sets no expiry, a duration a new one. */
 int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t len);
+/* collectors: this target's set (aperture_collectors_parse), applied at once while enabled
+ * (what the others collected is kept), and what its next enables get. */
+int targets_write_collectors(struct targets *ts, pid_t pid, const char *buf, size_t len);
+int targets_read_collectors(struct targets *ts, pid_t pid, FILE *out);
 int targets_write_reset(struct targets *ts, pid_t pid, const char *buf, size_t len);
 /* window: "global" (follow config/window_s, the default) or 0..PROFILE_HISTORY_S seconds. */
 int targets_write_window(struct targets *ts, pid_t pid, const char *buf, size_t len);

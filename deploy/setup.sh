@@ -18,7 +18,7 @@ apt-get install -y -q --no-install-recommends \
 	protobuf-c-compiler libprotobuf-c-dev protobuf-compiler python3-protobuf \
 	chromium chromium-driver python3-selenium nodejs openjdk-17-jdk-headless \
 	libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev sqlite3 curl iproute2 \
-	cargo golang-go clickhouse-server
+	cargo golang-go clickhouse-server postgresql nginx-light wrk
 # The tests read cpu.pprof with pprof-format, a decoder independent of our profile.proto.
 command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
 npm install --no-audit --no-fund --prefix /usr/local/lib/aperture-tests pprof-format@2.3.2

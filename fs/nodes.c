@@ -65,6 +65,19 @@ static int write_reset(struct aperture *a, const struct node_ref *ref, const cha
 	return targets_write_reset(a->targets, ref->pid, buf, len);
 }
 
+static int render_collectors(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return ref->pid ? targets_read_collectors(a->targets, ref->pid, out)
+			: aperture_read_collectors(a, out);
+}
+
+static int write_collectors(struct aperture *a, const struct node_ref *ref, const char *buf,
+			    size_t len)
+{
+	return ref->pid ? targets_write_collectors(a->targets, ref->pid, buf, len)
+			: aperture_write_collectors(a, buf, len);
+}
+
 int node_render_window(struct aperture *a, const struct node_ref *ref, FILE *out)
 {
 	return ref->tree->ops->read_window(ref->tree, ref, out);
@@ -190,7 +203,7 @@ static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *ou
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
        N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
        N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS, N_JVM_ATTACH, N_MEMORY_MB,
-       N_SYNC, N_SYNC_INTERVAL, N_SYNC_SPOOL };
+       N_SYNC, N_SYNC_INTERVAL, N_SYNC_SPOOL, N_COLLECTORS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -242,6 +255,8 @@ const struct node fs_nodes[] = {
 	[N_SYNC_SPOOL] = { .name = "sync_spool_mb", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			   .render = render_config, .write = write_config,
 			   .arg = CONFIG_SYNC_SPOOL_MB },
+	[N_COLLECTORS] = { .name = "collectors", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			   .render = render_collectors, .write = write_collectors },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 
@@ -278,6 +293,7 @@ const struct node fs_target_nodes[] = {
 	/* the flame graph people ask for by this name */
 	VIEW_NODE("flame.svg", T_DIR, TARGET_PROFILE_CPU, VIEW_SVG),
 	FILE_NODE("window", 0600, T_DIR, node_render_window, node_write_window),
+	CONTROL_NODE("collectors", render_collectors, write_collectors),
 	CONTROL_NODE("baseline", render_baseline, write_baseline),
 	DIFF_NODE("diff.folded", T_DIR, TARGET_PROFILE_CPU, DIFF_FOLDED),
 	DIFF_NODE("diff.svg", T_DIR, TARGET_PROFILE_CPU, DIFF_SVG),

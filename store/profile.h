@@ -101,7 +101,8 @@ void profile_set_budget(size_t bytes);
 /* The memory all profiles hold now, as counted against the budget. */
 size_t profile_store_bytes(void);
 /* The per-second counts of the seconds in [from, until), for remote sync: what changed since
- * the seconds it shipped last. Seconds older than the per-second history are gone. */
+ * the seconds it shipped last. Only seconds still kept by themselves (the last minute) are
+ * there: older ones are merged into groups. */
 struct profile_second_count {
 	int64_t sec;
 	uint32_t stack;  /* index into profile_seconds.stacks */

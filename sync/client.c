@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include <curl/curl.h>
 #include "daemon/aperture.h"
 #include "sync/build.h"
 #include "sync/client.h"
@@ -76,8 +77,9 @@ int sync_check_url(const char *url, char *why, size_t whylen)
 		return -EINVAL;
 	}
 	for (const char *p = url; *p; p++) {
-		if ((unsigned char)*p <= 0x20 || *p == 0x7f) {
-			snprintf(why, whylen, "a URL has no spaces or control characters");
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
+			snprintf(why, whylen, "a URL is printable ASCII without spaces "
+				 "(percent-encode the rest)");
 			return -EINVAL;
 		}
 	}
@@ -135,6 +137,12 @@ int sync_client_new(struct aperture *a, const struct sync_options *o, struct syn
 
 	if (!c)
 		return -ENOMEM;
+	/* libcurl's global state, before any thread of ours makes a request. */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+		free(c);
+		snprintf(why, whylen, "libcurl could not start");
+		return -ENOMEM;
+	}
 	c->a = a;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_condattr_t ca;
@@ -471,6 +479,7 @@ void sync_client_free(struct sync_client *c)
 	pthread_cond_destroy(&c->tick);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+	curl_global_cleanup();
 }
 
 static void print_time(FILE *out, const char *key, int64_t t, const char *zero)

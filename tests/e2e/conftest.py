@@ -34,6 +34,10 @@ def daemon(scratch, request):
     and links are unloaded: every module proves that again."""
     d = Daemon(scratch / "mnt", scratch / "daemon.log", getattr(request.module, "DAEMON_ENV", None))
     d.start()
+    # A module whose tests need more than a bare enable's cpu profile says which collectors.
+    collectors = getattr(request.module, "COLLECTORS", None)
+    if collectors:
+        (d.mnt / "config" / "collectors").write_text(collectors)
     yield d
     try:
         assert d.proc.poll() is None, f"daemon died during the module:\n{d.log_text()}"

@@ -290,3 +290,23 @@ class Workloads:
                 proc.kill()
             proc.wait()
         self.procs.clear()
+
+
+class Gated:
+    """A workload that says a first line, then runs a round for each line it reads and says
+    "done" and what it measured."""
+
+    def __init__(self, workloads, name, *args):
+        self.proc = subprocess.Popen([str(WORKLOADS / name), *map(str, args)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        workloads.procs.append(self.proc)
+        self.pid = self.proc.pid
+        self.first_line = self.proc.stdout.readline().strip()
+
+    def round(self):
+        """Runs a round: what the workload said after "done"."""
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline().split()
+        assert line[:1] == ["done"], line
+        return line[1:]

@@ -77,7 +77,7 @@ def test_targets_lists_processes_not_threads(daemon, workloads):
     # Processes come and go between the two listings; the rest must agree.
     assert len(listed ^ procs) <= 5, f"differences from /proc: {listed ^ procs}"
     assert sorted(os.listdir(daemon.target(pid))) == \
-        ["baseline", "blocking.json", "cpu.folded", "cpu.json", "cpu.pprof", "cpu.svg",
+        ["baseline", "blocking.json", "collectors", "cpu.folded", "cpu.json", "cpu.pprof", "cpu.svg",
          "cpu.top", "diff.folded", "diff.svg", "enable", "flame.svg", "locks.folded",
          "locks.json", "locks.pprof", "locks.svg", "locks.top", "offcpu.folded",
          "offcpu.json", "offcpu.pprof", "offcpu.svg", "offcpu.top", "reset", "status",

@@ -17,6 +17,8 @@ FILES = ["enable", "status", "cpu.folded", "cpu.top", "cpu.json", "cpu.pprof", "
          "flame.svg", "offcpu.folded", "offcpu.top", "blocking.json", "locks.json",
          "syscalls.json"]
 # An exited process has no threads left: threads/ holds its (empty) views only.
+# offcpu.* must have something to show.
+COLLECTORS = "cpu offcpu"
 THREAD_FILES = ["threads", "threads/busy", "threads/dump", "threads/deadlocks",
                 "threads/deadlocks.json"]
 

@@ -87,7 +87,7 @@ def test_tree_wide_files(daemon):
     assert read(m / "config" / "frequency_hz") != "123\n"
 
 
-MODES = {"enable": "-rw-------", "status": "-r--------", "reset": "-rw-------",
+MODES = {"enable": "-rw-------", "collectors": "-rw-------", "status": "-r--------", "reset": "-rw-------",
          "cpu.folded": "-r--------", "cpu.top": "-r--------", "cpu.json": "-r--------",
          "cpu.pprof": "-r--------", "cpu.svg": "-r--------", "flame.svg": "-r--------",
          "window": "-rw-------", "baseline": "-rw-------", "diff.folded": "-r--------",

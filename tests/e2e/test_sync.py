@@ -199,11 +199,22 @@ def workload(workloads, scratch, comm):
     return workloads.start(str(path), 60)
 
 
-def profile_for(node, procs, seconds):
-    """Enables procs on node for about seconds, then disables them; returns the time after."""
+# Samples a profile gets before it is stopped: a real profile, also on a busy machine where
+# a workload gets a fraction of a CPU.
+SAMPLES = 50
+
+
+def wait_samples(node, procs):
+    wait_for(lambda: all(node.samples(p.pid) >= SAMPLES for p in procs), 30,
+             f"{SAMPLES} samples of each workload on {node.name}")
+
+
+def profile_for(node, procs):
+    """Enables procs on node until each has SAMPLES samples, then disables them; returns the
+    time after."""
     for p in procs:
         write(node.target(p.pid) / "enable", "1")
-    time.sleep(seconds)
+    wait_samples(node, procs)
     for p in procs:
         write(node.target(p.pid) / "enable", "0")
     return time.time()
@@ -240,9 +251,12 @@ def profile_on_n1_and_n2(fleet, workloads, scratch, comm):
 
 
 def stop_and_check_mirrored(fleet, procs, comm):
-    """Disables procs; once their nodes shipped every second, the aggregator's copy of each
-    equals the node's own file, and the service comm is their sum."""
+    """Disables procs once each has SAMPLES samples; once their nodes shipped every second,
+    the aggregator's copy of each equals the node's own file, and the service comm is their
+    sum."""
     agg, nodes = fleet
+    for name, p in procs.items():
+        wait_samples(nodes[name], [p])
     for name, p in procs.items():
         write(nodes[name].target(p.pid) / "enable", "0")
     after = time.time()
@@ -254,15 +268,14 @@ def stop_and_check_mirrored(fleet, procs, comm):
         for f in ("status", "threads/deadlocks", "syscalls.json"):
             code, body = agg.curl(f"/nodes/{name}/targets/{p.pid}/{f}")
             assert (code, body.decode()) == (200, read(nodes[name].target(p.pid) / f)), f
-    # Real profiles of the workload, not empty ones.
-    assert all(total(f) > 20 for f in mine), [total(f) for f in mine]
+    assert all(total(f) >= SAMPLES for f in mine), [total(f) for f in mine]
     assert agg.folded(f"/services/{comm}/cpu.folded") == sum_folded(*mine)
 
 
 def test_each_node_mirrored_and_a_service_is_the_sum_of_its_nodes(fleet, workloads, scratch):
     agg, nodes = fleet
     procs = profile_on_n1_and_n2(fleet, workloads, scratch, "sync_mirror")
-    time.sleep(3)
+    time.sleep(2)  # a few seconds, a few batches
     stop_and_check_mirrored(fleet, procs, "sync_mirror")
     code, body = agg.curl("/nodes/n1/status")
     assert code == 200 and b"batches" in body, body
@@ -296,12 +309,12 @@ def test_node_killed_sends_its_spool_once_after_restart_and_a_replay_counts_once
     w = workload(workloads, scratch, "sync_restart")
     agg.kill()
     try:
-        after = profile_for(n1, [w], 3)
+        after = profile_for(n1, [w])
         wait_for(lambda: n1.shipped_to_spool(after), 15, "n1 to spool every second")
         mine = n1.folded(w.pid)
-        assert total(mine) > 20, total(mine)
+        assert total(mine) >= SAMPLES, total(mine)
         spooled = sorted(n1.spool.glob("*.batch"))
-        assert len(spooled) >= 3, spooled
+        assert len(spooled) >= 2, spooled
         replay = scratch / "replay.batch"
         shutil.copy(spooled[-1], replay)
         n1.kill()  # SIGKILL: the profile in memory is gone, the spool is on disk
@@ -359,7 +372,7 @@ def test_sync_settings_are_checked(fleet, store_kind):
     node_side_only(store_kind)
     _, nodes = fleet
     cfg = nodes["n2"].mnt / "config"
-    for value in ("ftp://x", "http://", "http://a b", "x"):
+    for value in ("ftp://x", "http://", "http://a b", "x", "http://h\u00e9te"):
         assert write_errno(cfg / "sync", value) == 22, value
     assert "config/sync" in nodes["n2"].sync()["last_error"]
     assert read(cfg / "sync").startswith("http://10.200.2.1:")
@@ -389,10 +402,10 @@ def test_https_with_the_aggregators_own_ca(fleet, workloads, scratch, store_kind
     try:
         n3.start()
         w = workload(workloads, scratch, "sync_tls")
-        after = profile_for(n3, [w], 2)
+        after = profile_for(n3, [w])
         wait_for(lambda: n3.shipped_all(after), 20, "n3 to sync over https")
         mine = n3.folded(w.pid)
-        assert total(mine) > 10
+        assert total(mine) >= SAMPLES
         assert tls.folded(f"/nodes/n3/targets/{w.pid}/cpu.folded") == mine
         n3.stop()
         # n2 knows no such CA: its batches wait in its spool, and status says why.

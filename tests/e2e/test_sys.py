@@ -2,33 +2,15 @@
 exact system call counts and errnos, a mutex held for known times by a known thread."""
 import errno
 import json
-import subprocess
 import time
 
 import pytest
 
-from helpers import WORKLOADS, parse_folded, read, wait_for, write, write_errno
+from helpers import Gated, parse_folded, read, wait_for, write, write_errno
 
 GETPPIDS, ENOENTS, EBADFS = 100000, 7, 3
-
-
-class Gated:
-    """A workload that waits for a line on stdin before each round and says "done"."""
-
-    def __init__(self, workloads, name, *args):
-        self.proc = subprocess.Popen([str(WORKLOADS / name), *map(str, args)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        workloads.procs.append(self.proc)
-        self.pid = self.proc.pid
-        self.first_line = self.proc.stdout.readline().strip()
-
-    def round(self):
-        """Runs a round: what the workload said after "done"."""
-        self.proc.stdin.write("go\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline().split()
-        assert line[:1] == ["done"], line
-        return line[1:]
+# Off-CPU time, system calls and lock waits are collected only when chosen.
+COLLECTORS = "cpu offcpu syscalls locks"
 
 
 def syscalls(daemon, pid):
@@ -91,7 +73,7 @@ def test_disabled_target_collects_nothing(daemon, workloads):
     w.round()
     time.sleep(1.3)  # longer than the 1 s between drains
     assert syscalls(daemon, w.pid)["getppid"]["count"] == GETPPIDS
-    assert daemon.status(w.pid)["syscalls"] == "off"
+    assert daemon.status(w.pid)["collector_syscalls"] == "off"
 
 
 HOLD_MS, ROUNDS = 100, 5

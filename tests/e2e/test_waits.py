@@ -13,6 +13,8 @@ from helpers import (WORKLOADS, errno_of, parse_folded, parse_status, read, user
                      wait_for, write, write_errno)
 
 US = 1_000_000
+# Off-CPU time, system calls and lock waits are collected only when chosen.
+COLLECTORS = "cpu offcpu syscalls locks"
 
 
 class Waits:
@@ -164,7 +166,7 @@ def test_disabled_target_collects_nothing(daemon, workloads, defaults):
     time.sleep(1.5)  # a drain or more
     assert read(daemon.target(s.pid) / "offcpu.folded") == ""
     assert blocking(daemon, b.pid)["events_total"] == 0
-    assert parse_status(read(daemon.target(s.pid) / "status"))["offcpu"] == "off"
+    assert parse_status(read(daemon.target(s.pid) / "status"))["collector_offcpu"] == "off"
 
 
 def symbol_address(pid, binary, symbol):
