@@ -231,6 +231,7 @@ def test_memory_budget_holds_totals_stay_exact_and_memory_goes_back(scratch, wor
         write(d.mnt / "config" / "retain_exited_s", "0")
         write(d.mnt / "config" / "memory_mb", "1")
         write(d.mnt / "config" / "frequency_hz", "999")
+        write(d.mnt / "config" / "collectors", "cpu offcpu")
         pids = [workloads.start("many_stacks", 80, 2, "sleep").pid,
                 workloads.start("many_stacks", 80).pid]
         for pid in pids:
