@@ -12,6 +12,7 @@
 #include "collectors/offcpu.h"
 #include "collectors/sys.h"
 #include "daemon/aperture.h"
+#include "daemon/rules.h"
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "symbols/symbols.h"
@@ -215,6 +216,8 @@ static void *loop_main(void *arg)
 
 		aperture_drain(a, aperture_now());
 		targets_tick(a->targets, aperture_now());
+		if (a->rules)
+			rules_tick(a->rules);
 		atomic_store(&a->drained_until, started);
 		pthread_mutex_lock(&a->loop_lock);
 	}
@@ -310,6 +313,8 @@ int aperture_status(struct aperture *a, FILE *out)
 			c->ops->status(c->self, out);
 	}
 	aperture_jvm_status(a, out);
+	if (a->rules)
+		rules_status(a->rules, out);
 	fprintf(out, "symbol_cache_files: %zu\n", symbolizer_cached_files(a->syms));
 	fprintf(out, "store_bytes: %zu\n", profile_store_bytes());
 	sync_client_status(a->sync, out);

@@ -52,6 +52,7 @@ struct aperture {
 	char jvm_watch_error[256];
 
 	struct sync_client *sync;  /* remote sync (config/sync); NULL in a daemon without it */
+	struct rules *rules;       /* config/rules; NULL in a daemon without them */
 	/* The loop's drains are done with every second before this one: no collector adds to
 	 * them any more (but the JVM's late Java frames, see sync/client.c). */
 	_Atomic int64_t drained_until;

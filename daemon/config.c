@@ -7,6 +7,7 @@
 #include "collectors/cpu.h"
 #include "collectors/offcpu.h"
 #include "daemon/aperture.h"
+#include "daemon/rules.h"
 #include "daemon/value.h"
 #include "store/profile.h"
 #include "symbols/symbols.h"
@@ -50,6 +51,9 @@ const struct config_desc config_descs[CONFIG_NR] = {
 	[CONFIG_SYNC_INTERVAL_S] = { "sync_interval_s", 1, 30, 10, "seconds" },
 	/* Unacknowledged batches kept on disk; past it the oldest are dropped, counted. */
 	[CONFIG_SYNC_SPOOL_MB] = { "sync_spool_mb", 1, 1 << 20, 64, "MiB" },
+	/* Each enabled target costs perf events on every CPU and a profile in memory. */
+	[CONFIG_MAX_TARGETS] = { "max_targets", 1, 100000, 256, "targets" },
+	[CONFIG_LABELS] = { "labels", .unit = "KEY=VALUE words", .string = true },
 };
 
 void config_init(struct aperture *a)
@@ -143,6 +147,8 @@ static int write_string(struct aperture *a, enum config_key key, const char *buf
 		err = check_thread_prefix(v, why, sizeof(why));
 	if (!err && key == CONFIG_SYNC)
 		err = sync_check_url(v, why, sizeof(why));
+	if (!err && key == CONFIG_LABELS)
+		err = labels_check(v, why, sizeof(why));
 	if (err) {
 		aperture_set_error(a, "config/%s: %s", d->name, why);
 		free(v);
@@ -238,5 +244,12 @@ void config_get_workers(struct aperture *a, char buf[CONFIG_WORKERS_LEN])
 	pthread_mutex_lock(&a->config_str_lock);
 	snprintf(buf, CONFIG_WORKERS_LEN, "%s", a->config_str[CONFIG_WORKERS] ?
 		 a->config_str[CONFIG_WORKERS] : "");
+	pthread_mutex_unlock(&a->config_str_lock);
+}
+
+void config_get_labels(struct aperture *a, char *buf, size_t size)
+{
+	pthread_mutex_lock(&a->config_str_lock);
+	snprintf(buf, size, "%s", a->config_str[CONFIG_LABELS] ? a->config_str[CONFIG_LABELS] : "");
 	pthread_mutex_unlock(&a->config_str_lock);
 }

@@ -24,6 +24,8 @@ enum config_key {
 	CONFIG_SYNC,            /* the aggregator's URL, "" = sync off */
 	CONFIG_SYNC_INTERVAL_S,
 	CONFIG_SYNC_SPOOL_MB,
+	CONFIG_MAX_TARGETS,     /* the most targets rules enable */
+	CONFIG_LABELS,          /* the node's labels, "k=v k=v" */
 	CONFIG_NR,
 };
 
@@ -51,5 +53,8 @@ int config_write(struct aperture *a, enum config_key key, const char *buf, size_
 /* config/workers: the thread-name prefix of runtime worker threads, "" = discover. */
 #define CONFIG_WORKERS_LEN 16 /* a thread name's length, with its NUL */
 void config_get_workers(struct aperture *a, char buf[CONFIG_WORKERS_LEN]);
+
+/* config/labels, "" for none. */
+void config_get_labels(struct aperture *a, char *buf, size_t size);
 
 #endif

@@ -1,6 +1,7 @@
 /* aperture: a profiler that is a filesystem. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "daemon/render_cmd.h"
 #include "fs/fs.h"
 #include "daemon/record_cmd.h"
+#include "daemon/rules.h"
 #include "sync/client.h"
 
 #define DEFAULT_MOUNTPOINT "/aperture"
@@ -19,7 +21,9 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: aperture mount [--foreground] [--allow-other] [--sync URL] [--node NAME]\n"
 		"                      [--token-file FILE] [--sync-ca FILE] [--spool-dir DIR]\n"
+		"                      [--rules FILE]\n"
 		"                      [MOUNTPOINT]\n"
+		"       aperture status [MOUNTPOINT]\n"
 		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
 		"       aperture record [-F HZ] [-o DIR] [--] CMD [ARGS...]\n"
 		"       aperture aggregate [--listen ADDR:PORT] [--store URL] [--tokens FILE] ...\n"
@@ -36,6 +40,7 @@ static void usage(FILE *out)
 		"  --token-file FILE  the bearer token the aggregator gave this node\n"
 		"  --sync-ca FILE     trust this CA for an https:// aggregator\n"
 		"  --spool-dir DIR    unacknowledged batches (default " SYNC_SPOOL_ROOT "/NAME)\n"
+		"  --rules FILE       profiling rules (config/rules), applied to every process\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      version and library versions\n"
 		"\n"
@@ -56,6 +61,61 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* `aperture status [MOUNTPOINT]`: prints the tree's status; exit 0 when a daemon answers.
+ * A readiness probe for images without a shell (deploy/k8s/node.yaml). */
+static int cmd_status(int argc, char **argv)
+{
+	char path[4096], buf[4096];
+	bool ok = false;
+	size_t n;
+	FILE *f;
+
+	if (argc > 2) {
+		usage(stderr);
+		return 2;
+	}
+	snprintf(path, sizeof(path), "%s/status", argc == 2 ? argv[1] : DEFAULT_MOUNTPOINT);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "aperture: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+		fwrite(buf, 1, n, stdout);
+		ok = true;
+	}
+	ok = ok && !ferror(f);
+	fclose(f);
+	return ok ? 0 : 1;
+}
+
+/* --rules FILE: checked before anything is mounted, applied by the first pass. */
+static int load_rules(struct rules *r, const char *path)
+{
+	char why[256], *text = NULL;
+	size_t len = 0;
+	FILE *f = fopen(path, "r"), *mem;
+	int err = 0, c;
+
+	if (!f) {
+		fprintf(stderr, "aperture: --rules %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	mem = open_memstream(&text, &len);
+	while (mem && (c = getc(f)) != EOF)
+		putc(c, mem);
+	fclose(f);
+	if (!mem || fclose(mem))
+		err = -ENOMEM;
+	if (!err)
+		err = rules_load(r, text, len, why, sizeof(why));
+	if (err)
+		fprintf(stderr, "aperture: --rules %s: %s\n", path,
+			err == -ENOMEM ? strerror(ENOMEM) : why);
+	free(text);
+	return err;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -66,12 +126,13 @@ static int cmd_mount(int argc, char **argv)
 		{ "token-file", required_argument, NULL, 'T' },
 		{ "sync-ca", required_argument, NULL, 'C' },
 		{ "spool-dir", required_argument, NULL, 'D' },
+		{ "rules", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct fs_options opt = { .mountpoint = DEFAULT_MOUNTPOINT };
 	struct sync_options so = {0};
-	const char *sync_url = NULL;
+	const char *sync_url = NULL, *rules_file = NULL;
 	char why[512];
 	struct aperture a;
 	struct fs *fs = NULL;
@@ -86,6 +147,7 @@ static int cmd_mount(int argc, char **argv)
 		case 'T': so.token_file = optarg; break;
 		case 'C': so.ca_file = optarg; break;
 		case 'D': so.spool_dir = optarg; break;
+		case 'R': rules_file = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -114,6 +176,11 @@ static int cmd_mount(int argc, char **argv)
 		fprintf(stderr, "aperture: %s\n", why);
 		goto out;
 	}
+	err = rules_new(&a, &a.rules);
+	if (!err && rules_file)
+		err = load_rules(a.rules, rules_file);
+	if (err)
+		goto out;
 	err = fs_mount(&a, &opt, &fs);
 	if (err) {
 		fprintf(stderr, "aperture: mounting %s: %s%s\n", opt.mountpoint, strerror(-err),
@@ -136,6 +203,8 @@ out:
 	/* Before the targets it reads go. */
 	sync_client_free(a.sync);
 	a.sync = NULL;
+	rules_free(a.rules);
+	a.rules = NULL;
 	aperture_fini(&a);
 	return err ? 1 : 0;
 }
@@ -144,6 +213,8 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "mount"))
 		return cmd_mount(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "render"))
 		return cmd_render(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "record")) {

@@ -60,8 +60,7 @@ int proc_identity_parse_status(const char *text, pid_t *tgid, struct proc_identi
 	return 0;
 }
 
-/* Reads a small /proc file into buf, NUL-terminated. */
-static int read_proc_file(pid_t pid, const char *name, char *buf, size_t len)
+int proc_read_file(pid_t pid, const char *name, char *buf, size_t len)
 {
 	char path[64];
 	ssize_t n;
@@ -87,7 +86,7 @@ int proc_tgid(pid_t tid, pid_t *tgid)
 
 	if (tid <= 0)
 		return -ENOENT;
-	err = read_proc_file(tid, "status", buf, sizeof(buf));
+	err = proc_read_file(tid, "status", buf, sizeof(buf));
 	return err ? err : proc_identity_parse_status(buf, tgid, &unused);
 }
 
@@ -99,7 +98,7 @@ int proc_identity_read(pid_t pid, struct proc_identity *out)
 
 	if (pid <= 0)
 		return -ENOENT;
-	err = read_proc_file(pid, "status", buf, sizeof(buf));
+	err = proc_read_file(pid, "status", buf, sizeof(buf));
 	if (err)
 		return err;
 	err = proc_identity_parse_status(buf, &tgid, out);
@@ -107,7 +106,7 @@ int proc_identity_read(pid_t pid, struct proc_identity *out)
 		return err;
 	if (tgid != pid)
 		return -ENOENT;
-	err = read_proc_file(pid, "stat", buf, sizeof(buf));
+	err = proc_read_file(pid, "stat", buf, sizeof(buf));
 	if (err)
 		return err;
 	return proc_identity_parse_stat(buf, out);

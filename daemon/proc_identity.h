@@ -3,6 +3,7 @@
 #ifndef APERTURE_DAEMON_PROC_IDENTITY_H
 #define APERTURE_DAEMON_PROC_IDENTITY_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,6 +17,9 @@ struct proc_identity {
 /* Reads /proc/<pid>/stat and /proc/<pid>/status. -ENOENT if there is no such process, or if
  * pid is a thread other than its process's main thread (/proc resolves those too). */
 int proc_identity_read(pid_t pid, struct proc_identity *out);
+
+/* Reads the small file /proc/<pid>/<name> into buf, NUL-terminated. -ENOENT if pid is gone. */
+int proc_read_file(pid_t pid, const char *name, char *buf, size_t len);
 
 /* The process (thread group) a thread belongs to. -ENOENT if there is no such thread. */
 int proc_tgid(pid_t tid, pid_t *tgid);

@@ -9,7 +9,9 @@
 #include "collectors/jvm/hsperf_watch.h"
 #include "collectors/threads.h"
 #include "daemon/aperture.h"
+#include "daemon/cgroup_id.h"
 #include "daemon/proc_identity.h"
+#include "daemon/rules.h"
 #include "daemon/targets.h"
 #include "daemon/value.h"
 #include "store/thread_cpu.h"
@@ -39,6 +41,12 @@ struct target {
 	bool jvm;                /* a HotSpot JVM when last enabled */
 	struct thread_cpu *thread_cpu; /* threads' CPU time, once a second while enabled */
 	char last_error[256];
+	/* Rules (daemon/rules.h): the rule that enabled it (0: the user did, or nobody), an
+	 * explicit `echo 0 > enable` (no rule enables it again), and the labels rules set. */
+	int enabled_by_rule;
+	bool user_off;
+	char labels[1024];
+	char cgroup[512];        /* at first sight: an exited process's is gone from /proc */
 	UT_hash_handle hh;
 };
 
@@ -192,6 +200,7 @@ static int get_record_locked(struct targets *ts, pid_t pid, struct target **out)
 		t->id = id;
 		t->state = TARGET_DISABLED;
 		t->since = aperture_now();
+		proc_cgroup_path(pid, t->cgroup, sizeof(t->cgroup));
 		HASH_ADD_INT(ts->by_pid, pid, t);
 	}
 	*out = t;
@@ -576,6 +585,9 @@ int targets_write_enable(struct targets *ts, pid_t pid, const char *buf, size_t 
 		target_error(t, "enable: process %d has exited", (int)pid);
 		goto out;
 	}
+	/* The user's word is final: no rule enables it again, and an enable is the user's. */
+	t->user_off = !on;
+	t->enabled_by_rule = 0;
 	if (!on) {
 		if (t->state == TARGET_ENABLED)
 			disable_locked(ts, t, TARGET_DISABLED);
@@ -869,6 +881,46 @@ static void print_collectors(struct aperture *a, const struct target *t, FILE *o
 	}
 }
 
+static void print_enabled_by(FILE *out, const struct target *t)
+{
+	if (!t || t->state == TARGET_DISABLED || t->state == TARGET_EXITED)
+		fprintf(out, "enabled_by: %s\n", t && t->user_off ? "none (disabled by the user)"
+									: "none");
+	else if (t->enabled_by_rule)
+		fprintf(out, "enabled_by: rule %d\n", t->enabled_by_rule);
+	else
+		fprintf(out, "enabled_by: user\n");
+}
+
+/* The node's labels (config/labels) with those rules set on t over them. */
+static void target_labels(struct targets *ts, const struct target *t, char *out, size_t size)
+{
+	config_get_labels(ts->a, out, size);
+	if (t && labels_merge(out, size, t->labels))
+		snprintf(out, size, "%s", t->labels);
+}
+
+/* Where it runs: its cgroup, and the container and pod the cgroup names. */
+static void print_identity(struct targets *ts, FILE *out, pid_t pid, const struct target *t,
+			   bool live)
+{
+	char cgroup[512], labels[1024];
+	struct cgroup_id cid;
+
+	if (!live || proc_cgroup_path(pid, cgroup, sizeof(cgroup)))
+		snprintf(cgroup, sizeof(cgroup), "%s", t ? t->cgroup : "");
+	cgroup_id_parse(cgroup, &cid);
+	fprintf(out, "cgroup: %s\n", cgroup[0] ? cgroup : "unknown");
+	if (cid.container_id[0])
+		fprintf(out, "container_id: %s\n", cid.container_id);
+	if (cid.pod_uid[0])
+		fprintf(out, "pod_uid: %s\n", cid.pod_uid);
+	if (cid.qos_class)
+		fprintf(out, "qos_class: %s\n", cid.qos_class);
+	target_labels(ts, t, labels, sizeof(labels));
+	fprintf(out, "labels: %s\n", labels[0] ? labels : "none");
+}
+
 int targets_status(struct targets *ts, pid_t pid, FILE *out)
 {
 	struct aperture *a = ts->a;
@@ -893,6 +945,7 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 		id = t->id;
 	fprintf(out, "pid: %d\ncomm: %s\n", (int)pid, id.comm);
 	fprintf(out, "state: %s\n", state_names[t ? t->state : TARGET_DISABLED]);
+	print_enabled_by(out, t);
 	if (t)
 		print_time(out, "since", t->since);
 	if (t && t->expires)
@@ -951,6 +1004,7 @@ int targets_status(struct targets *ts, pid_t pid, FILE *out)
 	} else {
 		fprintf(out, "baseline: none\n");
 	}
+	print_identity(ts, out, pid, t, live);
 	fprintf(out, "last_error: %s\n", t && t->last_error[0] ? t->last_error : "none");
 out:
 	pthread_mutex_unlock(&ts->lock);
@@ -1052,7 +1106,8 @@ static bool worth_keeping(const struct target *t)
 {
 	struct profile_stats ps = {0};
 
-	if (t->state != TARGET_DISABLED || t->last_error[0] || t->baseline_at || t->own_window)
+	if (t->state != TARGET_DISABLED || t->last_error[0] || t->baseline_at || t->own_window ||
+	    t->user_off || t->labels[0])
 		return true;
 	for (int i = 0; i < TARGET_PROFILE_NR; i++) {
 		if (!t->profiles[i])
@@ -1225,6 +1280,7 @@ int targets_records(struct targets *ts, struct target_record **out, size_t *n)
 			.blocking = t->blocking ? blocking_log_ref(t->blocking) : NULL,
 			.sys = t->sys ? sys_table_ref(t->sys) : NULL };
 		memcpy(r[len].comm, t->id.comm, sizeof(r[len].comm));
+		target_labels(ts, t, r[len].labels, sizeof(r[len].labels));
 		for (int i = 0; i < TARGET_PROFILE_NR; i++)
 			r[len].profiles[i] = t->profiles[i] ? profile_ref(t->profiles[i]) : NULL;
 		len++;
@@ -1245,4 +1301,57 @@ void targets_records_free(struct target_record *r, size_t n)
 		sys_table_unref(r[i].sys);
 	}
 	free(r);
+}
+
+/* Rules come after the user: see daemon/rules.h. */
+int targets_apply_rule(struct targets *ts, pid_t pid, uint64_t start_time,
+		       const struct target_rule_outcome *o)
+{
+	uint64_t max = config_get(ts->a, CONFIG_MAX_TARGETS);
+	struct target *t, *other, *tmp;
+	unsigned enabled = 0;
+	int err;
+
+	pthread_mutex_lock(&ts->lock);
+	/* A record is made only for something to keep: an enable or labels. */
+	if (o->decision == TARGET_RULE_ENABLE || o->labels[0])
+		err = writable_record_locked(ts, pid, &t);
+	else
+		while (!(err = find_locked(ts, pid, &t)) && t && t->busy)
+			pthread_cond_wait(&ts->idle, &ts->lock);
+	if (err || !t || t->id.start_time != start_time || t->state == TARGET_EXITED)
+		goto out;
+	snprintf(t->labels, sizeof(t->labels), "%s", o->labels);
+	switch (o->decision) {
+	case TARGET_RULE_ENABLE:
+		if (t->user_off || t->state == TARGET_ENABLED)
+			break;
+		HASH_ITER(hh, ts->by_pid, other, tmp)
+			enabled += other->state == TARGET_ENABLED;
+		if (enabled >= max) {
+			err = -EDQUOT;
+			break;
+		}
+		if (o->collectors) {
+			t->collectors = o->collectors;
+			t->own_collectors = true;
+		}
+		err = enable_locked(ts, t, o->duration);
+		if (!err)
+			t->enabled_by_rule = o->rule;
+		break;
+	case TARGET_RULE_DISABLE:
+	case TARGET_RULE_NONE:
+		/* What a rule enabled, a rule may take back; the user's enables stay. */
+		if (t->state != TARGET_ENABLED || !t->enabled_by_rule ||
+		    (o->decision == TARGET_RULE_NONE && !o->reapply))
+			break;
+		disable_locked(ts, t, TARGET_DISABLED);
+		t->expires = 0;
+		t->enabled_by_rule = 0;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&ts->lock);
+	return err;
 }

@@ -119,11 +119,28 @@ struct target_record {
 	struct profile *profiles[TARGET_PROFILE_NR];
 	struct blocking_log *blocking;
 	struct sys_table *sys;
+	char labels[1024];       /* the node's and the rules', "k=v k=v" */
 };
 
 /* Every record that collected (has a profile), by pid ascending. Free with
  * targets_records_free. 0 or -ENOMEM. */
 int targets_records(struct targets *ts, struct target_record **out, size_t *n);
 void targets_records_free(struct target_record *r, size_t n);
+
+/* What the rules decided for a process (daemon/rules.h). */
+enum target_rule_decision { TARGET_RULE_NONE, TARGET_RULE_ENABLE, TARGET_RULE_DISABLE };
+struct target_rule_outcome {
+	enum target_rule_decision decision;
+	int rule;             /* the deciding rule's line */
+	uint32_t collectors;  /* the set to enable with; 0: the target's own or config's */
+	uint64_t duration;    /* seconds; 0: until disabled */
+	const char *labels;   /* the labels the rules set, "" for none */
+	bool reapply;         /* the rules were rewritten: a rule's enable no rule makes now goes */
+};
+/* Applies o to pid if it is still the process that started at start_time. An explicit
+ * `echo 0 > enable` wins: such a target is not enabled; the user's enables are not undone.
+ * -EDQUOT when enabling would pass config/max_targets enabled targets (nothing done). */
+int targets_apply_rule(struct targets *ts, pid_t pid, uint64_t start_time,
+		       const struct target_rule_outcome *o);
 
 #endif

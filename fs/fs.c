@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "daemon/aperture.h"
+#include "daemon/pidns.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
 
@@ -74,6 +75,9 @@ static int mount_tree(struct aperture *a, const struct tree *t, const struct fs_
 	if (!t) {
 		tree_init_live(&fs->live, a);
 		t = &fs->live;
+		err = pidns_new(&fs->live.pidns);
+		if (err)
+			goto fail;
 	}
 	fs->tree = t;
 	fs->render_delay_ms = delay ? atoi(delay) : 0;
@@ -111,6 +115,7 @@ fail:
 	}
 	handle_table_free(fs->handles);
 	snapshot_table_free(fs->snaps);
+	pidns_free(fs->live.pidns);
 	free(fs);
 	return err;
 }
@@ -167,5 +172,6 @@ void fs_unmount(struct fs *fs)
 	fuse_session_destroy(fs->se);
 	handle_table_free(fs->handles);
 	snapshot_table_free(fs->snaps);
+	pidns_free(fs->live.pidns);
 	free(fs);
 }

@@ -1,5 +1,7 @@
 #include <errno.h>
 #include "daemon/aperture.h"
+#include "daemon/rules.h"
+#include "daemon/pidns.h"
 #include "daemon/targets.h"
 #include "daemon/threads.h"
 #include "fs/fs.h"
@@ -34,6 +36,26 @@ static int write_config(struct aperture *a, const struct node_ref *ref, const ch
 			size_t len)
 {
 	return config_write(a, ref->node->arg, buf, len);
+}
+
+static int render_rules(struct aperture *a, const struct node_ref *ref, FILE *out)
+{
+	return a->rules ? rules_read(a->rules, out) : 0;
+}
+
+/* An open's writes make the whole set (printf writes a line at a time); a bad one changes
+ * nothing and says which line. */
+static int write_rules(struct aperture *a, const struct node_ref *ref, const char *buf,
+		       size_t len)
+{
+	char why[256];
+	int err = a->rules ? rules_set(a->rules, ref->write_offset > 0, buf, len, why,
+				       sizeof(why))
+			   : -EOPNOTSUPP;
+
+	if (err && err != -EOPNOTSUPP)
+		aperture_set_error(a, "config/rules: %s", why);
+	return err;
 }
 
 static int render_enable(struct aperture *a, const struct node_ref *ref, FILE *out)
@@ -203,7 +225,7 @@ static int render_locks(struct aperture *a, const struct node_ref *ref, FILE *ou
 enum { N_ROOT, N_README, N_VERSION, N_STATUS, N_CONFIG, N_FREQUENCY, N_RETAIN, N_TARGETS,
        N_UNWIND, N_DEMANGLE, N_DEBUG_DIRS, N_WINDOW, N_JVM_ALLOC_INTERVAL, N_OFFCPU_MIN,
        N_BLOCKING_THRESHOLD, N_WORKERS, N_LOCK_STACKS, N_JVM_ATTACH, N_MEMORY_MB,
-       N_SYNC, N_SYNC_INTERVAL, N_SYNC_SPOOL, N_COLLECTORS };
+       N_SYNC, N_SYNC_INTERVAL, N_SYNC_SPOOL, N_COLLECTORS, N_RULES, N_MAX_TARGETS, N_LABELS };
 
 const struct node fs_nodes[] = {
 	[N_ROOT] = DIR_NODE("/", 0755, -1),
@@ -257,6 +279,13 @@ const struct node fs_nodes[] = {
 			   .arg = CONFIG_SYNC_SPOOL_MB },
 	[N_COLLECTORS] = { .name = "collectors", .mode = S_IFREG | 0644, .parent = N_CONFIG,
 			   .render = render_collectors, .write = write_collectors },
+	[N_RULES] = { .name = "rules", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		      .render = render_rules, .write = write_rules },
+	[N_MAX_TARGETS] = { .name = "max_targets", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+			    .render = render_config, .write = write_config,
+			    .arg = CONFIG_MAX_TARGETS },
+	[N_LABELS] = { .name = "labels", .mode = S_IFREG | 0644, .parent = N_CONFIG,
+		       .render = render_config, .write = write_config, .arg = CONFIG_LABELS },
 };
 const int fs_nodes_count = sizeof(fs_nodes) / sizeof(fs_nodes[0]);
 
@@ -362,4 +391,29 @@ uint64_t node_thread_ino(pid_t pid, pid_t tid, int index)
 int node_thread_index(const struct node_ref *ref)
 {
 	return ref->node - fs_thread_nodes;
+}
+
+static int view_shift(uint64_t ino)
+{
+	if (ino & THREAD_INO_BIT)
+		return THREAD_VIEW_SHIFT;
+	if ((ino & TARGET_INO_BIT) && !(ino & SCOPE_INO_BIT))
+		return TARGET_VIEW_SHIFT;
+	return -1;
+}
+
+uint64_t node_in_view(uint64_t ino, uint32_t view)
+{
+	int shift = view_shift(ino);
+
+	if (shift < 0)
+		return ino;
+	return (ino & ~((uint64_t)PIDNS_VIEWS_MAX << shift)) | (uint64_t)view << shift;
+}
+
+uint32_t node_view(uint64_t ino)
+{
+	int shift = view_shift(ino);
+
+	return shift < 0 ? 0 : (ino >> shift) & PIDNS_VIEWS_MAX;
 }

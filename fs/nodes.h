@@ -8,7 +8,12 @@
  * and 0 for the daemon, whose inode numbers they leave as they were. A node under
  * targets/<pid>/threads/<tid>/ has THREAD_INO_BIT | pid << 30 | tid << 8 | its index in
  * fs_thread_nodes: pids and tids are below 2^22 (the kernel's PID_MAX_LIMIT). So lookups need
- * no table of live inodes. */
+ * no table of live inodes.
+ *
+ * A reader in another PID namespace sees targets/ through a view (daemon/pidns.h): the view id
+ * (9 bits, 0 for the daemon's namespace) sits in bits 30.. of a target node's number and 52.. of
+ * a thread node's, so the same name under targets/ never resolves to one inode for two readers
+ * that mean two processes by it, and one process has a directory of its own in each view. */
 #ifndef APERTURE_FS_NODES_H
 #define APERTURE_FS_NODES_H
 
@@ -26,6 +31,8 @@ struct aperture;
 #define THREAD_ID_BITS 22
 #define SCOPE_ID_BITS 20
 #define TARGET_SCOPE_SHIFT 41
+#define TARGET_VIEW_SHIFT 30
+#define THREAD_VIEW_SHIFT 52
 
 struct node_ref;
 struct tree;
@@ -68,6 +75,8 @@ struct node_ref {
 	uint32_t scope;   /* the scope directory it is under, 0 for none */
 	pid_t pid;        /* for nodes under targets/<pid>/, else 0 */
 	pid_t tid;        /* for nodes under targets/<pid>/threads/<tid>/, else 0 */
+	uint32_t view;    /* the PID namespace view it is seen through (daemon/pidns.h) */
+	uint64_t write_offset; /* of the write being served: > 0 continues an open's text */
 	struct tree_range range;
 };
 
@@ -88,6 +97,10 @@ uint64_t node_target_ino(uint32_t scope, pid_t pid, int index);
 /* A target node's index in fs_target_nodes. */
 int node_target_index(const struct node_ref *ref);
 uint64_t node_thread_ino(pid_t pid, pid_t tid, int index);
+/* A target's or thread's node number as view shows it (view 0: the daemon's), and the view
+ * of a number. */
+uint64_t node_in_view(uint64_t ino, uint32_t view);
+uint32_t node_view(uint64_t ino);
 /* A thread node's index in fs_thread_nodes. */
 int node_thread_index(const struct node_ref *ref);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "daemon/pidns.h"
 #include "daemon/aperture.h"
 #include "daemon/proc_identity.h"
 #include "fs/fs_internal.h"
@@ -87,6 +88,33 @@ static bool is_dir(const struct node_ref *ref)
 	return S_ISDIR(ref->node->mode);
 }
 
+/* Resolves ino for the caller: a reader in another PID namespace than the daemon's sees
+ * targets/ through its own view (daemon/pidns.h) and reaches no other view's nodes. */
+static int resolve_for(fuse_req_t req, fuse_ino_t ino, struct node_ref *ref)
+{
+	const struct tree *t = fs_of(req)->tree;
+	uint32_t view;
+	int err = tree_resolve(t, ino, ref);
+
+	if (err || !t->pidns || (!ref->pid && ref->node->dynamic != NODE_TARGETS))
+		return err;
+	err = pidns_view_of(t->pidns, fuse_req_ctx(req)->pid, &view);
+	if (err)
+		return err == -ENOSPC ? err : -ENOENT;
+	if (!ref->pid) {
+		ref->view = view;
+		return 0;
+	}
+	return tree_check_view(t, ref, view);
+}
+
+/* The name of a process or thread directory means another process to a reader in another
+ * PID namespace: the kernel must ask again at every path walk. */
+static bool named_by_pid(const struct node_ref *ref)
+{
+	return ref->node == &fs_target_nodes[0] || ref->node == &fs_thread_nodes[0];
+}
+
 static int fill_attr(struct fs *fs, const struct node_ref *ref, const struct snapshot *snap,
 		     struct stat *st)
 {
@@ -131,7 +159,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, const struct node_ref *re
 		fuse_reply_err(req, -err);
 		return;
 	}
-	e.entry_timeout = DIR_TIMEOUT_S;
+	e.entry_timeout = named_by_pid(ref) ? 0 : DIR_TIMEOUT_S;
 	e.attr_timeout = is_dir(ref) ? DIR_TIMEOUT_S : 0;
 	fuse_reply_entry(req, &e);
 }
@@ -143,7 +171,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct node_ref dir, ref;
 	int err;
 
-	err = tree_resolve(fs->tree, parent, &dir);
+	err = resolve_for(req, parent, &dir);
 	if (!err && !S_ISDIR(dir.node->mode))
 		err = -ENOTDIR;
 	if (!err && (dir.pid || dir.scope))
@@ -262,7 +290,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct node_ref ref;
 	int err;
 
-	err = tree_resolve(fs->tree, ino, &ref);
+	err = resolve_for(req, ino, &ref);
 	if (!err && ref.pid && !is_dir(&ref))
 		err = access_check(&c, &ref, 0);
 	if (err) {
@@ -306,7 +334,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct node_ref ref;
 	int err;
 
-	err = tree_resolve(fs->tree, ino, &ref);
+	err = resolve_for(req, ino, &ref);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -325,12 +353,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	struct fs *fs = fs_of(req);
 	struct caller c = caller_of(req);
 	struct node_ref ref;
 	int err;
 
-	err = tree_resolve(fs->tree, ino, &ref);
+	err = resolve_for(req, ino, &ref);
 	if (!err)
 		err = access_check(&c, &ref, mask & (R_OK | W_OK | X_OK));
 	fuse_reply_err(req, -err);
@@ -347,7 +374,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct node_ref ref;
 	int err;
 
-	err = tree_resolve(fs->tree, ino, &ref);
+	err = resolve_for(req, ino, &ref);
 	if (!err && is_dir(&ref))
 		err = -EISDIR;
 	if (!err)
@@ -426,8 +453,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	/* One value per write(): the write itself fails when the value is bad. A WRITE at any
 	 * other offset than the start or where the last value ended is a later piece of one
-	 * write(), sent (maybe at once, with async direct I/O) beside its refused first. */
+	 * write(), sent (maybe at once, with async direct I/O) beside its refused first. A file
+	 * that holds lines (config/rules) takes the later writes of one open as more of its
+	 * text. */
 	err = write_fits(fs, &of->ref, size, off, atomic_load(&of->next_write));
+	of->ref.write_offset = off;
 	if (!err)
 		err = of->ref.node->write(fs->tree->a, &of->ref, buf, size);
 	if (err) {
@@ -480,7 +510,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct node_ref ref;
 	int err;
 
-	err = tree_resolve(fs->tree, ino, &ref);
+	err = resolve_for(req, ino, &ref);
 	if (!err && !is_dir(&ref))
 		err = -ENOTDIR;
 	if (!err)

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "daemon/pidns.h"
 #include "daemon/threads.h"
 #include "fs/tree.h"
 
@@ -30,7 +31,39 @@ static int scope_kind(uint32_t scope)
 	return scope & 1;
 }
 
+static int resolve(const struct tree *t, uint64_t ino, struct node_ref *out);
+
 int tree_resolve(const struct tree *t, uint64_t ino, struct node_ref *out)
+{
+	uint32_t view = node_view(ino);
+	int err;
+
+	if (view && !t->pidns)
+		return -ENOENT;
+	err = resolve(t, node_in_view(ino, 0), out);
+	if (err)
+		return err;
+	out->ino = ino;
+	out->view = view;
+	return 0;
+}
+
+int tree_check_view(const struct tree *t, const struct node_ref *ref, uint32_t view)
+{
+	pid_t shown;
+
+	if (view == 0)
+		return 0;
+	if (!ref->pid)
+		return 0;
+	if (ref->view != view)
+		return -ENOENT;
+	if (ref->tid)
+		return pidns_to_view(t->pidns, view, ref->pid, ref->tid, &shown);
+	return pidns_to_view(t->pidns, view, 0, ref->pid, &shown);
+}
+
+static int resolve(const struct tree *t, uint64_t ino, struct node_ref *out)
 {
 	*out = (struct node_ref){ .tree = t, .ino = ino };
 	if (ino & THREAD_INO_BIT) {
@@ -123,12 +156,60 @@ static const struct node *children_table(const struct tree *t, const struct node
 static uint64_t child_ino(const struct node_ref *dir, int i)
 {
 	if (dir->tid)
-		return node_thread_ino(dir->pid, dir->tid, i);
+		return node_in_view(node_thread_ino(dir->pid, dir->tid, i), dir->view);
 	if (dir->pid)
-		return node_target_ino(dir->scope, dir->pid, i);
+		return node_in_view(node_target_ino(dir->scope, dir->pid, i), dir->view);
 	if (dir->scope)
 		return node_scope_ino(dir->scope, i);
 	return node_ino(i);
+}
+
+/* The processes (tgid 0) or threads of tgid as view shows them: ids[i] (host numbers) is
+ * shown as (*shown)[i]; those view does not hold are dropped from both. */
+static int ids_in_view(const struct tree *t, uint32_t view, pid_t tgid, pid_t *ids, size_t *n,
+		       pid_t **shown)
+{
+	size_t kept = 0;
+
+	*shown = malloc((*n ? *n : 1) * sizeof(**shown));
+	if (!*shown)
+		return -ENOMEM;
+	for (size_t i = 0; i < *n; i++) {
+		if (pidns_to_view(t->pidns, view, tgid, ids[i], &(*shown)[kept]))
+			continue;
+		ids[kept++] = ids[i];
+	}
+	*n = kept;
+	return 0;
+}
+
+static int list_host_ids(const struct tree *t, const struct node_ref *dir, pid_t tgid,
+			 pid_t **ids, size_t *n)
+{
+	return tgid ? native_thread_ids(tgid, ids, n)
+		    : t->ops->list_targets(t, dir->scope, ids, n);
+}
+
+/* *id: the number a reader in dir's view named, made the daemon's. -ENOENT if none. */
+static int view_lookup(const struct tree *t, const struct node_ref *dir, pid_t tgid, pid_t *id)
+{
+	pid_t *ids, *shown = NULL;
+	size_t n;
+	int err = list_host_ids(t, dir, tgid, &ids, &n);
+
+	if (!err)
+		err = ids_in_view(t, dir->view, tgid, ids, &n, &shown);
+	if (!err) {
+		err = -ENOENT;
+		for (size_t i = 0; err && i < n; i++)
+			if (shown[i] == *id) {
+				*id = ids[i];
+				err = 0;
+			}
+	}
+	free(shown);
+	free(ids);
+	return err;
 }
 
 int tree_lookup(const struct tree *t, const struct node_ref *dir, const char *name,
@@ -145,10 +226,14 @@ int tree_lookup(const struct tree *t, const struct node_ref *dir, const char *na
 		return -ENOTDIR;
 	switch (dir->node->dynamic) {
 	case NODE_TARGETS:
-		if (!parse_pid(name, &pid) || pid >= (1 << THREAD_ID_BITS) ||
-		    t->ops->target_info(t, dir->scope, pid, &ti))
+		if (!parse_pid(name, &pid))
 			return -ENOENT;
-		return tree_resolve(t, node_target_ino(dir->scope, pid, 0), out);
+		if (dir->view && (err = view_lookup(t, dir, 0, &pid)))
+			return err;
+		if (pid >= (1 << THREAD_ID_BITS) || t->ops->target_info(t, dir->scope, pid, &ti))
+			return -ENOENT;
+		return tree_resolve(t, node_in_view(node_target_ino(dir->scope, pid, 0), dir->view),
+				    out);
 	case NODE_SCOPES:
 		if (!t->ops->scope_lookup)
 			return -ENOENT;
@@ -160,8 +245,10 @@ int tree_lookup(const struct tree *t, const struct node_ref *dir, const char *na
 		break;
 	}
 	if (t->a && dir->pid && !dir->tid && dir->node->has_threads && parse_pid(name, &pid) &&
+	    (!dir->view || !view_lookup(t, dir, dir->pid, &pid)) &&
 	    native_thread_exists(dir->pid, pid))
-		return tree_resolve(t, node_thread_ino(dir->pid, pid, 0), out);
+		return tree_resolve(t, node_in_view(node_thread_ino(dir->pid, pid, 0), dir->view),
+				    out);
 	table = children_table(t, dir, &count, &index);
 	for (int i = 1; i < count; i++)
 		if (table[i].parent == index && !strcmp(table[i].name, name) &&
@@ -186,17 +273,24 @@ static int add_scope(void *ctx, uint32_t id, const char *name)
 		       S_IFDIR);
 }
 
-static int list_ids(pid_t *ids, size_t n, uint64_t (*ino)(const struct node_ref *, pid_t),
-		    const struct node_ref *dir,
+/* Lists the processes (tgid 0) or threads of tgid, each under the number dir's view knows
+ * it by. */
+static int list_ids(const struct tree *t, pid_t tgid,
+		    uint64_t (*ino)(const struct node_ref *, pid_t), const struct node_ref *dir,
 		    int (*add)(void *ctx, const char *name, uint64_t ino, mode_t mode), void *ctx)
 {
+	pid_t *ids, *shown = NULL;
 	char name[16];
-	int err = 0;
+	size_t n;
+	int err = list_host_ids(t, dir, tgid, &ids, &n);
 
+	if (!err)
+		err = ids_in_view(t, dir->view, tgid, ids, &n, &shown);
 	for (size_t i = 0; !err && i < n; i++) {
-		snprintf(name, sizeof(name), "%d", (int)ids[i]);
-		err = add(ctx, name, ino(dir, ids[i]), S_IFDIR);
+		snprintf(name, sizeof(name), "%d", (int)shown[i]);
+		err = add(ctx, name, node_in_view(ino(dir, ids[i]), dir->view), S_IFDIR);
 	}
+	free(shown);
 	free(ids);
 	return err;
 }
@@ -216,15 +310,11 @@ int tree_list(const struct tree *t, const struct node_ref *dir,
 {
 	const struct node *table;
 	int count, index, err;
-	pid_t *ids = NULL;
-	size_t n = 0;
 
 	if (!S_ISDIR(dir->node->mode))
 		return -ENOTDIR;
-	if (dir->node->dynamic == NODE_TARGETS) {
-		err = t->ops->list_targets(t, dir->scope, &ids, &n);
-		return err ? err : list_ids(ids, n, target_dir_ino, dir, add, ctx);
-	}
+	if (dir->node->dynamic == NODE_TARGETS)
+		return list_ids(t, 0, target_dir_ino, dir, add, ctx);
 	if (dir->node->dynamic == NODE_SCOPES) {
 		struct scope_adder sa = { .t = t, .add = add, .ctx = ctx };
 
@@ -232,9 +322,7 @@ int tree_list(const struct tree *t, const struct node_ref *dir,
 					   : 0;
 	}
 	if (t->a && dir->pid && !dir->tid && dir->node->has_threads) {
-		err = native_thread_ids(dir->pid, &ids, &n);
-		if (!err)
-			err = list_ids(ids, n, thread_dir_ino, dir, add, ctx);
+		err = list_ids(t, dir->pid, thread_dir_ino, dir, add, ctx);
 		if (err)
 			return err;
 	}
@@ -259,7 +347,7 @@ static uint64_t dynamic_parent(const struct tree *t, const struct node *table, i
 	return node_ino(0);
 }
 
-uint64_t tree_parent_ino(const struct tree *t, const struct node_ref *dir)
+static uint64_t parent_ino(const struct tree *t, const struct node_ref *dir)
 {
 	if (dir->tid && node_thread_index(dir) == 0)
 		return node_target_ino(dir->scope, dir->pid, dir->node->parent);
@@ -277,6 +365,11 @@ uint64_t tree_parent_ino(const struct tree *t, const struct node_ref *dir)
 	if (dir->scope)
 		return node_scope_ino(dir->scope, dir->node->parent);
 	return dir->node->parent >= 0 ? node_ino(dir->node->parent) : node_ino(0);
+}
+
+uint64_t tree_parent_ino(const struct tree *t, const struct node_ref *dir)
+{
+	return node_in_view(parent_ino(t, dir), dir->view);
 }
 
 int tree_walk(const struct tree *t, const char *path, struct node_ref *out)

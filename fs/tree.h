@@ -70,6 +70,7 @@ struct tree {
 	const struct tree_source_ops *ops;
 	void *ctx;                /* the source's */
 	struct aperture *a;       /* the live daemon, or NULL: then no control files */
+	struct pidns *pidns;      /* readers' PID namespaces (the live tree), or NULL */
 	int64_t started;          /* unix seconds, the directories' times */
 	const struct node *root;  /* top-level nodes, [0] the root directory */
 	int nroot;
@@ -91,7 +92,8 @@ int tree_profile_by_name(const char *name);
 /* The daemon's tree (daemon/tree_source.c). */
 void tree_init_live(struct tree *t, struct aperture *a);
 
-/* Resolves an inode number; -ENOENT for a number the tree never hands out. */
+/* Resolves an inode number; -ENOENT for a number the tree never hands out. A node of
+ * targets/ resolved for a reader must also pass tree_check_view. */
 int tree_resolve(const struct tree *t, uint64_t ino, struct node_ref *out);
 /* The entry name in directory dir: 0, -ENOENT, or -ENOTDIR. */
 int tree_lookup(const struct tree *t, const struct node_ref *dir, const char *name,
@@ -102,6 +104,10 @@ int tree_list(const struct tree *t, const struct node_ref *dir,
 uint64_t tree_parent_ino(const struct tree *t, const struct node_ref *dir);
 /* Walks a path from the root ("/nodes/a/targets/1/cpu.folded"); empty parts are skipped. */
 int tree_walk(const struct tree *t, const char *path, struct node_ref *out);
+/* Whether a reader in view (0: the daemon's namespace) may reach ref: the daemon's namespace
+ * reaches every node; another reaches only nodes shown through its own view whose process is
+ * still in its namespace. -ENOENT otherwise. */
+int tree_check_view(const struct tree *t, const struct node_ref *ref, uint32_t view);
 /* Renders a readable file into *data (malloc'd, the caller's). */
 int tree_render(const struct tree *t, const struct node_ref *ref, char **data, size_t *len);
 /* Whether a node is shown for ref's target (jvm/ for JVMs, controls for the live tree). */

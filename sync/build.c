@@ -11,6 +11,7 @@
 #include <uthash.h>
 #include "collectors/jvm/jvm.h"
 #include "daemon/aperture.h"
+#include "daemon/cgroup_id.h"
 #include "daemon/targets.h"
 #include "daemon/threads.h"
 #include "sync/build.h"
@@ -22,6 +23,7 @@ typedef Aperture__Sync__V1__Second WireSecond;
 typedef Aperture__Sync__V1__SysStats WireSysStats;
 typedef Aperture__Sync__V1__SysRow WireSysRow;
 typedef Aperture__Sync__V1__BlockingEvent WireBlocking;
+typedef Aperture__Sync__V1__Label WireLabel;
 
 /* Thread dumps and threads/busy of a JVM travel every SLOW_EVERY batches; every text is sent
  * again every REFRESH_EVERY batches even if unchanged, in case a batch carrying it was dropped. */
@@ -93,19 +95,13 @@ static void read_small(const char *path, char *buf, size_t len)
  * gone from /proc. */
 static int seen_identity(struct seen *s, pid_t pid)
 {
-	char path[64], exe[4096], cgroups[4096], *cg = cgroups, *v2;
+	char path[64], exe[4096], cg[4096] = "";
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	n = readlink(path, exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	read_small(path, cgroups, sizeof(cgroups));
-	/* The unified hierarchy's path ("0::/path"), else the first hierarchy's line. */
-	v2 = strstr(cgroups, "0::");
-	if (v2 && (v2 == cgroups || v2[-1] == '\n'))
-		cg = v2 + 3;
-	cg[strcspn(cg, "\n")] = 0;
+	proc_cgroup_path(pid, cg, sizeof(cg));
 	s->exe = strdup(exe);
 	s->cgroup = strdup(cg);
 	return s->exe && s->cgroup ? 0 : -ENOMEM;
@@ -149,6 +145,34 @@ static void seen_free(struct seen *s)
 	free(s);
 }
 
+/* The node's and the rules' labels ("k=v k=v") as Label messages: the aggregator's
+ * services/ takes a `service` label over the comm. */
+static int labels_msgs(struct build *bd, WireTarget *t, const char *labels)
+{
+	for (const char *p = labels; *p;) {
+		size_t n = strcspn(p, " "), k = strcspn(p, "=");
+		WireLabel *l;
+		char *word;
+
+		if (n && k < n) {
+			l = parts_alloc(bd->ps, sizeof(*l));
+			word = parts_strdup(bd->ps, p);
+			if (!l || !word)
+				return -ENOMEM;
+			word[n] = 0;
+			word[k] = 0;
+			*l = (WireLabel)APERTURE__SYNC__V1__LABEL__INIT;
+			l->key = word;
+			l->value = word + k + 1;
+			if (parts_push(bd->ps, (void ***)&t->labels, &t->n_labels, l))
+				return -ENOMEM;
+			parts_grow(bd->ps, n + 8);
+		}
+		p += n + (p[n] == ' ');
+	}
+	return 0;
+}
+
 /* The record's Target message in the current part, made with its identity if new. */
 static int target_msg(struct build *bd, const struct target_record *r, const struct seen *s,
 		      struct record_msgs *m)
@@ -171,7 +195,7 @@ static int target_msg(struct build *bd, const struct target_record *r, const str
 	t->state = (char *)r->state_name;
 	t->has_jvm = r->jvm;
 	t->kernel_boot_id = bd->sb->kernel_boot_id;
-	if (!t->comm || !t->exe || !t->cgroup)
+	if (!t->comm || !t->exe || !t->cgroup || labels_msgs(bd, t, r->labels))
 		return -ENOMEM;
 	if (parts_push(bd->ps, (void ***)&parts_cur(bd->ps)->targets,
 		       &parts_cur(bd->ps)->n_targets, t))

@@ -28,11 +28,23 @@ def scratch():
 
 
 @pytest.fixture(scope="module")
-def daemon(scratch, request):
+def daemon_mnt(scratch):
+    """Where the module's daemon mounts; a module may override it (and daemon_args)."""
+    return scratch / "mnt"
+
+
+@pytest.fixture(scope="module")
+def daemon_args():
+    return ()
+
+
+@pytest.fixture(scope="module")
+def daemon(scratch, daemon_mnt, daemon_args, request):
     """One daemon for the module's tests (the module's DAEMON_ENV in its environment). Its
     teardown stops it with SIGTERM and asserts that the mount is gone and its BPF programs
     and links are unloaded: every module proves that again."""
-    d = Daemon(scratch / "mnt", scratch / "daemon.log", getattr(request.module, "DAEMON_ENV", None))
+    d = Daemon(daemon_mnt, scratch / "daemon.log", getattr(request.module, "DAEMON_ENV", None),
+               args=daemon_args)
     d.start()
     # A module whose tests need more than a bare enable's cpu profile says which collectors.
     collectors = getattr(request.module, "COLLECTORS", None)
