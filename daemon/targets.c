@@ -98,11 +98,12 @@ static void baselines_drop(struct target *t)
 static void target_free(struct target *t)
 {
 	baselines_drop(t);
-	for (int i = 0; i < TARGET_PROFILE_NR; i++)
-		profile_unref(t->profiles[i]);
 	blocking_log_unref(t->blocking);
 	sys_table_unref(t->sys);
 	thread_cpu_free(t->thread_cpu);
+	/* Last: the store hands freed memory back when the last profile goes. */
+	for (int i = 0; i < TARGET_PROFILE_NR; i++)
+		profile_unref(t->profiles[i]);
 	free(t);
 }
 

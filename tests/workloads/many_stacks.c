@@ -5,11 +5,15 @@
  * is a distinct stack of addresses: more stacks than the kernel's stacks map is allowed to
  * fill before the daemon gives it a fresh one.
  *
- * usage: many_stacks SECONDS [THREADS]
+ * usage: many_stacks SECONDS [THREADS [sleep]]
+ *
+ * With "sleep", work() sleeps a microsecond instead of spinning: every path goes off CPU,
+ * thousands of new off-CPU stacks a second whatever CPU the machine spares.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define LEVELS 14
@@ -17,10 +21,13 @@
 
 static volatile uint64_t sink;
 static volatile int spins = 200;
+static int sleepy;
 
 NOINLINE static uint64_t work(uint64_t x)
 {
-	for (int i = 0; i < spins; i++) {
+	if (sleepy)
+		nanosleep(&(struct timespec){ .tv_nsec = 1000 }, NULL);
+	for (int i = 0; !sleepy && i < spins; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
@@ -64,6 +71,8 @@ static void *run(void *arg)
 int main(int argc, char **argv)
 {
 	int threads = argc > 2 ? atoi(argv[2]) : 1;
+
+	sleepy = argc > 3 && !strcmp(argv[3], "sleep");
 	pthread_t th[16];
 
 	deadline = now() + (argc > 1 ? atof(argv[1]) : 10);
