@@ -126,7 +126,7 @@ def test_names_are_not_made_or_removed_from_outside(daemon, workloads):
     }
     for what, attempt in attempts.items():
         assert errno_of(attempt) == errno.EPERM, what
-    assert sorted(os.listdir(mnt)) == ["README", "config", "status", "targets", "version"]
+    assert sorted(os.listdir(mnt)) == ["README", "config", "metrics", "status", "targets", "version"]
 
 
 def test_a_zombie_is_refused_like_an_exited_process(daemon):
