@@ -52,8 +52,23 @@ struct cu_range {
 	Dwarf_Off die;
 };
 
+/* One address's DWARF functions, as elf_file_scopes last found them. */
+struct scope_memo {
+	uint64_t addr_plus1; /* 0: empty */
+	int n;
+	struct elf_scope s[ELF_SCOPES_MAX];
+};
+
+/* Slots of the memo: a hot loop touches a handful of addresses, and a wrong guess costs one
+ * walk. A few slots could be anywhere; this many (about 52 KB) is made only for a file whose
+ * DWARF is used. */
+#define SCOPE_MEMO_SLOTS 256
+
 struct elf_file {
-	pthread_mutex_t dwarf_lock; /* DWARF lookups: libdw reads it in lazily; and cus */
+	pthread_mutex_t dwarf_lock; /* DWARF lookups: libdw reads it in lazily; cus and memo */
+	/* elf_file_scopes' answers by address: a walk of a large unit's DIEs costs tens of
+	 * microseconds, and a drain names the same few addresses in thousands of new stacks. */
+	struct scope_memo *memo;
 	struct cu_range *cus;	/* sorted by lo; made at the first lookup libdw can't answer */
 	size_t ncus;
 	bool cus_made;
@@ -186,6 +201,7 @@ void elf_file_free(struct elf_file *f)
 	free(f->loads);
 	free(f->syms);
 	free(f->cus);
+	free(f->memo);
 	while (f->names) {
 		struct name_block *next = f->names->next;
 
@@ -611,8 +627,9 @@ static Dwarf_Die *cu_by_ranges(struct elf_file *f, uint64_t addr, Dwarf_Die *mem
 int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_scope *out,
 		    int max)
 {
-	/* The lock guards libdw's caches and the unit ranges, not the file's value. */
+	/* The lock guards libdw's caches, the unit ranges and the memo, not the file's value. */
 	struct elf_file *mut = (struct elf_file *)f;
+	struct scope_memo *slot = NULL;
 	Dwarf_Die mem, *cu;
 	Dwarf_Addr bias;
 	uint64_t addr;
@@ -621,11 +638,28 @@ int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_s
 	if (elf_file_vaddr(f, file_offset, &addr))
 		return 0;
 	pthread_mutex_lock(&mut->dwarf_lock);
+	if (!mut->memo)
+		mut->memo = calloc(SCOPE_MEMO_SLOTS, sizeof(*mut->memo));
+	if (mut->memo) {
+		slot = &mut->memo[(addr * 0x9e3779b97f4a7c15ULL) >> 56 & (SCOPE_MEMO_SLOTS - 1)];
+		if (slot->addr_plus1 == addr + 1)
+			goto found;
+	}
 	cu = dwfl_module_addrdie(f->mod, addr, &bias);
 	if (!cu)
 		cu = cu_by_ranges(mut, addr, &mem, &bias);
+	if (slot) {
+		slot->n = cu ? walk_scopes(cu, addr - bias, slot->s, 0, ELF_SCOPES_MAX) : 0;
+		slot->addr_plus1 = addr + 1;
+		goto found;
+	}
 	if (cu)
 		n = walk_scopes(cu, addr - bias, out, 0, max);
+	pthread_mutex_unlock(&mut->dwarf_lock);
+	return n;
+found:
+	n = slot->n < max ? slot->n : max;
+	memcpy(out, slot->s, n * sizeof(*out));
 	pthread_mutex_unlock(&mut->dwarf_lock);
 	return n;
 }

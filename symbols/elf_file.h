@@ -60,6 +60,9 @@ struct elf_scope {
 	uint32_t line;
 };
 
+/* Functions elf_file_scopes gives per address: deeper inlining loses its innermost ones. */
+#define ELF_SCOPES_MAX 8
+
 /* The DWARF functions at the byte at this file offset, outermost first: out[0] is the
  * out-of-line function, out[1..] the functions inlined into it down to the innermost.
  * Returns how many were stored (at most max), 0 without debug info there. Locked inside:

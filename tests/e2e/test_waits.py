@@ -91,8 +91,10 @@ def test_offcpu_sleeps_total_one_second(daemon, workloads, defaults):
     total = sum(slept.values())
     # 1 s asked; on a busy machine each wake-up may wait for a CPU, which is off-CPU time too:
     # the sleeper's own clock says how long the five sleeps really took.
+    offcpu_status = {k: v for k, v in daemon.status().items() if "offcpu" in k or "lost" in k}
     assert 0.9 * US <= total and abs(total - wall_us) <= 0.1 * wall_us, \
-        f"{total} us off CPU in nanosleep; the sleeps took {wall_us} us (1 s asked)"
+        f"{total} us off CPU in nanosleep; the sleeps took {wall_us} us (1 s asked); " \
+        f"{offcpu_status}; {stacks}"
     assert wall_us <= 1.5 * US, f"the machine is too busy to tell: sleeps took {wall_us} us"
 
 
