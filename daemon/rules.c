@@ -9,6 +9,7 @@
 #include <uthash.h>
 #include "daemon/aperture.h"
 #include "daemon/cgroup_id.h"
+#include "daemon/exec_watch.h"
 #include "daemon/proc_identity.h"
 #include "daemon/rules.h"
 #include "daemon/targets.h"
@@ -16,6 +17,9 @@
 
 #define RULES_TEXT_MAX 65536
 #define RULE_MATCHES_MAX 8
+/* With the exec watch, /proc is still read whole now and then: for what the ring lost (at
+ * once when the kernel counts a loss) and for labels an exec took off an unmatched process. */
+#define RULES_RESCAN_S 30
 
 enum match_kind { M_COMM, M_EXE, M_CGROUP, M_CONTAINER, M_UID, M_LABEL, M_NR };
 static const char *const match_names[M_NR] = {
@@ -58,12 +62,22 @@ struct rules {
 	size_t n;
 	struct seen *seen;
 	unsigned enabled_by_rules, bounded;
+	/* New processes come from the exec watch while a rule can act on them, else from a
+	 * pass over /proc each tick. */
+	struct exec_watch *watch;
+	char watch_error[200];
+	uint64_t lost_seen, rescans;
+	unsigned ticks_since_pass;
 };
 
-/* What a pass knows of a process, read when a rule asks. */
+/* What a pass knows of a process, read when a rule asks: an exec event brings only pid and
+ * comm, and a rule by comm costs it no read of /proc. */
 struct facts {
 	pid_t pid;
+	char comm[16];
+	uint64_t start_time; /* 0 until read */
 	struct proc_identity id;
+	int id_err;          /* 1 until id is read */
 	bool have_exe, have_cgroup;
 	char exe[4096], cgroup[4096];
 	struct cgroup_id cid;
@@ -87,6 +101,7 @@ int rules_new(struct aperture *a, struct rules **out)
 	if (!r)
 		return -ENOMEM;
 	r->a = a;
+	r->ticks_since_pass = RULES_RESCAN_S; /* --rules: the first tick applies them */
 	pthread_mutex_init(&r->lock, NULL);
 	*out = r;
 	return 0;
@@ -106,6 +121,7 @@ void rules_free(struct rules *r)
 {
 	if (!r)
 		return;
+	exec_watch_free(r->watch);
 	seen_clear(r);
 	rules_clear(r->v, r->n);
 	free(r->text);
@@ -397,6 +413,15 @@ static const char *fact_cgroup(struct facts *f)
 	return f->cgroup;
 }
 
+static const struct proc_identity *fact_id(struct facts *f)
+{
+	if (f->id_err == 1)
+		f->id_err = proc_identity_read(f->pid, &f->id);
+	if (!f->id_err && !f->start_time)
+		f->start_time = f->id.start_time;
+	return f->id_err ? NULL : &f->id;
+}
+
 static bool label_matches(const char *labels, const char *glob)
 {
 	char word[256];
@@ -421,7 +446,7 @@ static bool match_one(const struct match *m, struct facts *f)
 {
 	switch (m->kind) {
 	case M_COMM:
-		return !fnmatch(m->glob, f->id.comm, 0);
+		return !fnmatch(m->glob, f->comm, 0);
 	case M_EXE:
 		return !fnmatch(m->glob, fact_exe(f), 0);
 	case M_CGROUP:
@@ -430,7 +455,7 @@ static bool match_one(const struct match *m, struct facts *f)
 		fact_cgroup(f);
 		return f->cid.container_id[0] && !fnmatch(m->glob, f->cid.container_id, 0);
 	case M_UID:
-		return f->id.ruid == m->uid;
+		return fact_id(f) && f->id.ruid == m->uid;
 	case M_LABEL:
 		return label_matches(f->labels, m->glob);
 	case M_NR:
@@ -439,22 +464,19 @@ static bool match_one(const struct match *m, struct facts *f)
 	return false;
 }
 
-/* The rules' verdict on one process, applied. */
-static void apply(struct rules *r, pid_t pid, bool reapply)
+/* The rules' verdict on one process, applied; f holds its pid and comm, and its start time
+ * if known. An exec event (!must_apply) that no rule matched changes nothing now: the next
+ * rescan applies "no rule" to it. Returns whether it was applied. */
+static bool apply(struct rules *r, struct facts *f, bool must_apply, bool reapply)
 {
 	struct target_rule_outcome o = { .reapply = reapply, .labels = "" };
-	char node_labels[1024], rule_labels[1024] = "";
-	struct facts *f = calloc(1, sizeof(*f));
+	char rule_labels[1024] = "";
 	const struct rule *decided = NULL;
+	bool matched = false;
 	int err;
 
-	if (!f || proc_identity_read(pid, &f->id)) {
-		free(f);
-		return;
-	}
-	f->pid = pid;
-	config_get_labels(r->a, node_labels, sizeof(node_labels));
-	snprintf(f->labels, sizeof(f->labels), "%s", node_labels);
+	f->id_err = 1;
+	config_get_labels(r->a, f->labels, sizeof(f->labels));
 	for (size_t i = 0; i < r->n; i++) {
 		const struct rule *ru = &r->v[i];
 		bool all = true;
@@ -463,6 +485,7 @@ static void apply(struct rules *r, pid_t pid, bool reapply)
 			all = match_one(&ru->m[j], f);
 		if (!all)
 			continue;
+		matched = true;
 		if (ru->act == A_SET) {
 			labels_merge(rule_labels, sizeof(rule_labels), ru->labels);
 			labels_merge(f->labels, sizeof(f->labels), ru->labels);
@@ -470,6 +493,10 @@ static void apply(struct rules *r, pid_t pid, bool reapply)
 			decided = ru;
 		}
 	}
+	if (!matched && !must_apply)
+		return false;
+	if (!f->start_time && !fact_id(f))
+		return false; /* gone */
 	if (decided) {
 		o.decision = decided->act == A_ENABLE ? TARGET_RULE_ENABLE : TARGET_RULE_DISABLE;
 		o.rule = decided->line;
@@ -477,7 +504,7 @@ static void apply(struct rules *r, pid_t pid, bool reapply)
 		o.duration = decided->duration;
 	}
 	o.labels = rule_labels;
-	err = targets_apply_rule(r->a->targets, pid, f->id.start_time, &o);
+	err = targets_apply_rule(r->a->targets, f->pid, f->start_time, &o);
 	if (err == -EDQUOT) {
 		r->bounded++;
 		aperture_set_error(r->a, "rules: rule %d left %u processes disabled: "
@@ -487,7 +514,26 @@ static void apply(struct rules *r, pid_t pid, bool reapply)
 	} else if (!err && o.decision == TARGET_RULE_ENABLE) {
 		r->enabled_by_rules++;
 	}
-	free(f);
+	return true;
+}
+
+/* Notes pid as applied, so a pass does not apply it again until it exec's. */
+static struct seen *seen_put(struct rules *r, pid_t pid, uint64_t start_time, const char *comm)
+{
+	struct seen *s;
+
+	HASH_FIND_INT(r->seen, &pid, s);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		s->pid = pid;
+		HASH_ADD_INT(r->seen, pid, s);
+	}
+	s->start_time = start_time;
+	snprintf(s->comm, sizeof(s->comm), "%s", comm);
+	s->alive = true;
+	return s;
 }
 
 static int read_stat(pid_t pid, struct proc_identity *id)
@@ -516,6 +562,7 @@ static void pass_locked(struct rules *r, bool all)
 		s->alive = false;
 	while ((de = readdir(proc))) {
 		struct proc_identity id;
+		struct facts *f;
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
 
@@ -526,17 +573,13 @@ static void pass_locked(struct rules *r, bool all)
 			s->alive = true;
 			continue;
 		}
-		if (!s) {
-			s = calloc(1, sizeof(*s));
-			if (!s)
-				break;
-			s->pid = pid;
-			HASH_ADD_INT(r->seen, pid, s);
-		}
-		s->start_time = id.start_time;
-		memcpy(s->comm, id.comm, sizeof(s->comm));
-		s->alive = true;
-		apply(r, pid, all);
+		if (!seen_put(r, pid, id.start_time, id.comm) || !(f = calloc(1, sizeof(*f))))
+			break;
+		f->pid = pid;
+		f->start_time = id.start_time;
+		memcpy(f->comm, id.comm, sizeof(f->comm));
+		apply(r, f, true, all);
+		free(f);
 	}
 	closedir(proc);
 	HASH_ITER(hh, r->seen, s, tmp)
@@ -546,9 +589,63 @@ static void pass_locked(struct rules *r, bool all)
 		}
 }
 
+/* An exec or fork the kernel just reported: the rules apply now, while the program has run
+ * for microseconds. */
+static void on_exec(void *ctx, pid_t pid, const char *comm)
+{
+	struct rules *r = ctx;
+	struct facts *f = calloc(1, sizeof(*f));
+
+	if (!f || pid == getpid()) {
+		free(f);
+		return;
+	}
+	f->pid = pid;
+	snprintf(f->comm, sizeof(f->comm), "%s", comm);
+	pthread_mutex_lock(&r->lock);
+	if (r->n && apply(r, f, false, false))
+		seen_put(r, pid, f->start_time, comm);
+	pthread_mutex_unlock(&r->lock);
+	free(f);
+}
+
+/* Only rules that enable or label act on a new process. */
+static bool rules_want_watch(const struct rules *r)
+{
+	if (getenv("APERTURE_RULES_POLL")) /* for benchmarks and tests of the poll */
+		return false;
+	for (size_t i = 0; i < r->n; i++)
+		if (r->v[i].act != A_DISABLE)
+			return true;
+	return false;
+}
+
+/* Starts the exec watch when the rules want it; returns the one to stop, once r->lock is
+ * let go (its thread may be waiting for the lock). */
+static struct exec_watch *watch_update_locked(struct rules *r)
+{
+	struct exec_watch *old = NULL;
+	char why[sizeof(r->watch_error)];
+
+	if (!rules_want_watch(r)) {
+		old = r->watch;
+		r->watch = NULL;
+		return old;
+	}
+	if (!r->watch) {
+		if (exec_watch_new(on_exec, r, &r->watch, why, sizeof(why)))
+			snprintf(r->watch_error, sizeof(r->watch_error), "%s", why);
+		else
+			r->watch_error[0] = 0;
+		r->lost_seen = 0;
+	}
+	return NULL;
+}
+
 static int load(struct rules *r, const char *text, size_t len, bool apply, char *why,
 		size_t why_size)
 {
+	struct exec_watch *old;
 	struct rule *v;
 	char *copy;
 	size_t n;
@@ -577,12 +674,17 @@ static int load(struct rules *r, const char *text, size_t len, bool apply, char 
 	r->v = v;
 	r->n = n;
 	r->text = copy;
+	/* Watching before the pass: a process exec'd during it is not missed. */
+	old = watch_update_locked(r);
 	/* Also with no rules left: what the old ones enabled goes. */
-	if (apply)
+	if (apply) {
 		pass_locked(r, true);
+		r->ticks_since_pass = 0;
+	}
 	if (!r->n)
 		seen_clear(r);
 	pthread_mutex_unlock(&r->lock);
+	exec_watch_free(old);
 	return 0;
 }
 
@@ -631,16 +733,29 @@ int rules_read(struct rules *r, FILE *out)
 	return err;
 }
 
+/* Without the watch, a pass each tick finds new processes; with it, a rare one (or one at
+ * once when the ring lost events) finds what the events could not tell. */
 void rules_tick(struct rules *r)
 {
+	uint64_t events, lost = 0;
+
 	pthread_mutex_lock(&r->lock);
-	if (r->n)
+	if (r->watch)
+		exec_watch_counts(r->watch, &events, &lost);
+	if (r->n && (!r->watch || lost != r->lost_seen ||
+		     ++r->ticks_since_pass >= RULES_RESCAN_S)) {
 		pass_locked(r, false);
+		r->ticks_since_pass = 0;
+		r->lost_seen = lost;
+		r->rescans++;
+	}
 	pthread_mutex_unlock(&r->lock);
 }
 
 void rules_status(struct rules *r, FILE *out)
 {
+	uint64_t events, lost;
+
 	pthread_mutex_lock(&r->lock);
 	fprintf(out, "rules: %zu\nrules_enabled: %u\nrules_bounded: %u", r->n,
 		r->enabled_by_rules, r->bounded);
@@ -648,5 +763,18 @@ void rules_status(struct rules *r, FILE *out)
 		fprintf(out, " (config/max_targets %llu reached)",
 			(unsigned long long)config_get(r->a, CONFIG_MAX_TARGETS));
 	fputc('\n', out);
+	if (r->watch) {
+		exec_watch_counts(r->watch, &events, &lost);
+		fprintf(out, "rules_new_processes: exec watch (sched_process_exec and "
+			"sched_process_fork raw tracepoints), /proc rescanned every %d s\n"
+			"rules_exec_events: %llu\nrules_exec_lost: %llu\n", RULES_RESCAN_S,
+			(unsigned long long)events, (unsigned long long)lost);
+	} else if (r->n) {
+		fprintf(out, "rules_new_processes: /proc polled every second%s%s\n",
+			r->watch_error[0] ? ": " : "", r->watch_error);
+	} else {
+		fprintf(out, "rules_new_processes: none watched (no rules)\n");
+	}
+	fprintf(out, "rules_passes: %llu\n", (unsigned long long)r->rescans);
 	pthread_mutex_unlock(&r->lock);
 }

@@ -11,8 +11,11 @@
  * matching one decides.
  *
  * Applied to every process when the rules are written (a process a rule enabled that no rule
- * enables now is disabled), then once a second to processes that are new or exec'd since the
- * last pass (a /proc poll: a process is known by pid, start time and comm). An explicit
+ * enables now is disabled), then to each new process at its exec or fork, told by the exec
+ * watch (daemon/exec_watch.h) while a rule enables or sets labels, with a pass over /proc
+ * every 30 s and at once when the watch's ring lost events. Where the kernel refuses the
+ * watch (or APERTURE_RULES_POLL is set), a pass once a second finds processes new or exec'd
+ * since the last (a process is known by pid, start time and comm). An explicit
  * `echo 0 > enable` wins over every rule and `echo 1` is the user's own; a temporary enable
  * expires and no rule renews it for that process. A pass enables at most config/max_targets
  * targets in all and counts (and says in status) those it left disabled. */
@@ -37,7 +40,7 @@ int rules_set(struct rules *r, bool append, const char *text, size_t len, char *
 /* The same without applying them: the next rules_tick does (at start). */
 int rules_load(struct rules *r, const char *text, size_t len, char *why, size_t why_size);
 int rules_read(struct rules *r, FILE *out);
-/* Once a second: applies the rules to processes new since the last pass. */
+/* Once a second: the pass over /proc when one is due (see above). */
 void rules_tick(struct rules *r);
 /* The daemon's status lines: rules, rules_enabled, rules_bounded. */
 void rules_status(struct rules *r, FILE *out);

@@ -4,6 +4,7 @@ config/max_targets bounds what rules enable, and says so; a bad rule set changes
 Each test's program is a copy of cpu_split under a path of its own, so its rules match
 nothing else on the machine."""
 import errno
+import os
 import shutil
 import subprocess
 import time
@@ -11,7 +12,8 @@ import uuid
 
 import pytest
 
-from helpers import WORKLOADS, read, wait_for, write, write_errno
+from helpers import (WORKLOADS, read, samples_in, user_frames, wait_for, write,
+                     write_errno)
 
 
 @pytest.fixture
@@ -73,6 +75,35 @@ def test_exe_rule_enables_a_later_process_and_user_disable_wins(daemon, program,
     write(rules, "\n")
     assert status(daemon, other)["state"] == "disabled"
     assert status(daemon, mine)["state"] == "enabled"
+
+
+def test_a_rule_enables_a_short_process_at_its_exec(daemon, program, rules):
+    """A 400 ms program started after the rule is profiled from its exec: its samples cover
+    at least 85 % of the CPU time it used (its own rusage), which a once-a-second /proc poll
+    misses most of; status says the rule and how new processes are found."""
+    exe, _ = program
+    hz = 499
+    daemon.set_frequency(hz)
+    try:
+        write(rules, f"exe={exe} enable\n")
+        top = daemon.status()
+        assert top["rules_new_processes"].startswith("exec watch"), top
+        p = subprocess.Popen([str(exe), "0.4"])
+        _, code, usage = os.wait4(p.pid, 0)
+        p.returncode = code
+        cpu_s = usage.ru_utime + usage.ru_stime
+        st = status(daemon, p.pid)
+        assert st["enabled_by"] == "rule 1", st
+        wait_for(lambda: status(daemon, p.pid)["state"] == "exited", 5, "the exit noted")
+        samples = daemon.final_samples(p.pid)
+        stacks = daemon.folded(p.pid)
+    finally:
+        daemon.set_frequency(99)
+    assert samples >= 0.85 * cpu_s * hz, (samples, cpu_s, st)
+    b = samples_in(stacks, lambda f: "b" in user_frames(f))
+    c = samples_in(stacks, lambda f: "c" in user_frames(f))
+    assert b + c >= 0.8 * samples and 0.55 < b / (b + c) < 0.85, stacks
+    assert int(daemon.status()["rules_exec_events"]) > 0
 
 
 def test_rule_with_a_duration_expires(daemon, program, rules):
