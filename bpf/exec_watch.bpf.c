@@ -19,9 +19,18 @@ struct {
 
 __u64 lost = 0;
 
+/* A burst of execs wakes the daemon once: an exec within WAKE_GAP_NS of the last wake-up
+ * waits for the daemon's read WAKE_GAP_NS after it (daemon/exec_watch.c), so a storm of
+ * execs costs a few dozen wake-ups a second rather than one per exec. A fork never wakes it
+ * (most are followed by an exec at once, which does): a forked process that runs on without
+ * an exec is read with the next exec's, or at the daemon's idle read 200 ms later. */
+#define WAKE_GAP_NS (EXEC_WATCH_GAP_MS * 1000 * 1000ULL)
+__u64 last_wake = 0;
+
 static __always_inline void send(__u32 pid, __u32 exec)
 {
 	struct exec_watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	__u64 now;
 
 	if (!e) {
 		__sync_fetch_and_add(&lost, 1);
@@ -30,7 +39,13 @@ static __always_inline void send(__u32 pid, __u32 exec)
 	e->pid = pid;
 	e->exec = exec;
 	bpf_get_current_comm(e->comm, sizeof(e->comm)); /* a child's is its parent's */
-	bpf_ringbuf_submit(e, 0);
+	now = bpf_ktime_get_ns();
+	if (!exec || now - last_wake < WAKE_GAP_NS) {
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		return;
+	}
+	last_wake = now; /* racing CPUs wake it twice: harmless */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 /* Fires after the new program's comm is set, before it runs its first instruction. */

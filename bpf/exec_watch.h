@@ -3,6 +3,9 @@
 #define APERTURE_BPF_EXEC_WATCH_H
 
 #define EXEC_WATCH_COMM_LEN 16
+/* After a wake-up the daemon reads the ring again this long after, for events that did not
+ * wake it. */
+#define EXEC_WATCH_GAP_MS 20
 
 /* A process that just exec'd, or was just forked (its first thread). */
 struct exec_watch_event {

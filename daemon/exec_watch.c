@@ -35,13 +35,21 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* Wakes for each event: the poll timeout only bounds how long a stop waits. */
+/* Woken by the first exec of a burst; the rest of it (which does not wake: see
+ * exec_watch.bpf.c) is read EXEC_WATCH_GAP_MS later, and again until a read finds nothing.
+ * Idle, the ring is read every 200 ms, for forks (which never wake) and for a stop. */
 static void *watch_main(void *arg)
 {
 	struct exec_watch *w = arg;
+	bool busy = false;
 
-	while (!atomic_load(&w->stop))
-		ring_buffer__poll(w->ring, 200);
+	while (!atomic_load(&w->stop)) {
+		int n = ring_buffer__poll(w->ring, busy ? EXEC_WATCH_GAP_MS : 200);
+
+		if (n >= 0)
+			n += ring_buffer__consume(w->ring);
+		busy = n > 0;
+	}
 	return NULL;
 }
 

@@ -65,6 +65,7 @@ struct rules {
 	/* New processes come from the exec watch while a rule can act on them, else from a
 	 * pass over /proc each tick. */
 	struct exec_watch *watch;
+	struct facts *facts; /* what apply knows of the process at hand */
 	char watch_error[200];
 	uint64_t lost_seen, rescans;
 	unsigned ticks_since_pass;
@@ -98,8 +99,10 @@ int rules_new(struct aperture *a, struct rules **out)
 {
 	struct rules *r = calloc(1, sizeof(*r));
 
-	if (!r)
+	if (!r || !(r->facts = malloc(sizeof(*r->facts)))) {
+		free(r);
 		return -ENOMEM;
+	}
 	r->a = a;
 	r->ticks_since_pass = RULES_RESCAN_S; /* --rules: the first tick applies them */
 	pthread_mutex_init(&r->lock, NULL);
@@ -124,6 +127,7 @@ void rules_free(struct rules *r)
 	exec_watch_free(r->watch);
 	seen_clear(r);
 	rules_clear(r->v, r->n);
+	free(r->facts);
 	free(r->text);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
@@ -422,6 +426,20 @@ static const struct proc_identity *fact_id(struct facts *f)
 	return f->id_err ? NULL : &f->id;
 }
 
+/* The facts of a process about to be matched (start_time 0: not read yet); r->lock held. */
+static struct facts *facts_for(struct rules *r, pid_t pid, const char *comm,
+			       uint64_t start_time)
+{
+	struct facts *f = r->facts;
+
+	f->pid = pid;
+	snprintf(f->comm, sizeof(f->comm), "%s", comm);
+	f->start_time = start_time;
+	f->id_err = 1;
+	f->have_exe = f->have_cgroup = false;
+	return f;
+}
+
 static bool label_matches(const char *labels, const char *glob)
 {
 	char word[256];
@@ -475,7 +493,6 @@ static bool apply(struct rules *r, struct facts *f, bool must_apply, bool reappl
 	bool matched = false;
 	int err;
 
-	f->id_err = 1;
 	config_get_labels(r->a, f->labels, sizeof(f->labels));
 	for (size_t i = 0; i < r->n; i++) {
 		const struct rule *ru = &r->v[i];
@@ -562,7 +579,6 @@ static void pass_locked(struct rules *r, bool all)
 		s->alive = false;
 	while ((de = readdir(proc))) {
 		struct proc_identity id;
-		struct facts *f;
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
 
@@ -573,13 +589,9 @@ static void pass_locked(struct rules *r, bool all)
 			s->alive = true;
 			continue;
 		}
-		if (!seen_put(r, pid, id.start_time, id.comm) || !(f = calloc(1, sizeof(*f))))
+		if (!seen_put(r, pid, id.start_time, id.comm))
 			break;
-		f->pid = pid;
-		f->start_time = id.start_time;
-		memcpy(f->comm, id.comm, sizeof(f->comm));
-		apply(r, f, true, all);
-		free(f);
+		apply(r, facts_for(r, pid, id.comm, id.start_time), true, all);
 	}
 	closedir(proc);
 	HASH_ITER(hh, r->seen, s, tmp)
@@ -594,19 +606,15 @@ static void pass_locked(struct rules *r, bool all)
 static void on_exec(void *ctx, pid_t pid, const char *comm)
 {
 	struct rules *r = ctx;
-	struct facts *f = calloc(1, sizeof(*f));
+	struct facts *f;
 
-	if (!f || pid == getpid()) {
-		free(f);
+	if (pid == getpid())
 		return;
-	}
-	f->pid = pid;
-	snprintf(f->comm, sizeof(f->comm), "%s", comm);
 	pthread_mutex_lock(&r->lock);
+	f = facts_for(r, pid, comm, 0);
 	if (r->n && apply(r, f, false, false))
 		seen_put(r, pid, f->start_time, comm);
 	pthread_mutex_unlock(&r->lock);
-	free(f);
 }
 
 /* Only rules that enable or label act on a new process. */
