@@ -206,6 +206,22 @@ struct render_job {
 	struct fuse_file_info fi; /* a copy: libfuse's lives on its worker's stack */
 };
 
+/* The kernel's idea of the file's size becomes at least this open's: sendfile() and splice()
+ * (busybox cat, cp) read through the page cache up to that size even from a FOPEN_DIRECT_IO
+ * file, before the kernel fix "fuse: use copy_splice_read for FOPEN_DIRECT_IO" (2026; 6.5 to
+ * 6.18 lack it), and a lookup without a stat said 0. Storing the last byte sets it (a store
+ * of none does not); a larger size left by an earlier open shrinks to len at the first short
+ * read. Pages are read through op_read with this open's handle: this open's snapshot. */
+static void tell_size(struct fs *fs, fuse_ino_t ino, const struct snapshot *snap)
+{
+	struct fuse_bufvec last = FUSE_BUFVEC_INIT(1);
+
+	if (!snap->len)
+		return;
+	last.buf[0].mem = snap->data + snap->len - 1;
+	(void)fuse_lowlevel_notify_store(fs->se, ino, snap->len - 1, &last, 0);
+}
+
 static void finish_open(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi,
 			const struct node_ref *ref, pid_t opener, struct snapshot *snap)
 {
@@ -224,8 +240,10 @@ static void finish_open(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi
 	 * per inode and would mix two readers' snapshots. */
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
-	if (snap)
+	if (snap) {
 		snapshot_table_opened(fs->snaps, ref->ino, opener, snap);
+		tell_size(fs, ref->ino, snap);
+	}
 	fi->fh = handle_add(fs->handles, &of->h, open_file_destroy);
 	/* An interrupted opener gets no file: no release will come for this open. */
 	if (fuse_reply_open(req, fi))

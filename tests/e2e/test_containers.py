@@ -4,18 +4,18 @@ directory with rslave propagation, finds the app under its pod pid, enables it a
 app's known CPU split; it cannot see or enable a process outside the pod. And a daemon
 restarted under the sidecar's feet: its next read works."""
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from helpers import parse_folded, parse_status, read, samples_in, user_frames, \
-    wait_for
-from podman import containers, pod_image_built, podman_ok, shared_parent  # noqa: F401
+    wait_for, write
+from podman import BUSYBOX, containers, pod_image_built, podman_ok, shared_parent  # noqa: F401
 
 TREE = "/aperture/mnt"  # the tree inside the sidecar: the parent directory is /aperture
-# busybox cat copies with sendfile(), which stops at the size stat gave before any read (0 for
-# the tree's files, rendered at open); head reads with read().
-CAT = "head -c 1000000000"
+# busybox cat copies with sendfile(): each open tells the kernel its size (fs/ops.c).
+CAT = "cat"
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +159,31 @@ def test_daemon_restart_under_a_reading_sidecar(containers, pod, daemon, rules_f
     assert read(daemon.mnt / "status") != before
     r = containers.sh(side, f"{CAT} {TREE}/status; ls {TREE}/targets", timeout=10)
     assert "uptime_s" in r.stdout and "\n1\n" in f"\n{r.stdout}", r.stdout
+
+
+def test_busybox_cat_reads_what_each_open_rendered(daemon):
+    """busybox cat copies with sendfile(), which the kernel (6.5 to 6.18) serves from the
+    page cache up to the size it knows, 0 after a lookup: every open must tell it. Files
+    looked up afresh (status, a target's), and a control file over several pages as it grows
+    and shrinks."""
+    def busybox_cat(path):
+        return subprocess.run([str(BUSYBOX), "cat", str(path)], capture_output=True,
+                              text=True, check=True).stdout
+
+    def keys(text):
+        return [line.partition(": ")[0] for line in text.splitlines()]
+    for path in (daemon.mnt / "status", daemon.target(1) / "status"):
+        out = busybox_cat(path)
+        assert out.endswith("\n") and keys(out) == keys(read(path)), out
+    rules = daemon.mnt / "config" / "rules"
+    try:
+        for text in ("# x\n" * 2300, "# short\n", "# y\n" * 1300):
+            fd = os.open(rules, os.O_WRONLY | os.O_TRUNC)
+            try:  # one open, writes of 2000 bytes: the later ones append
+                for i in range(0, len(text), 2000):
+                    os.write(fd, text[i:i + 2000].encode())
+            finally:
+                os.close(fd)
+            assert busybox_cat(rules) == text
+    finally:
+        write(rules, "# none yet\n")
