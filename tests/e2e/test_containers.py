@@ -5,6 +5,7 @@ app's known CPU split; it cannot see or enable a process outside the pod. And a 
 restarted under the sidecar's feet: its next read works."""
 import os
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,25 @@ def test_busybox_cat_reads_what_each_open_rendered(daemon):
             assert busybox_cat(rules) == text
     finally:
         write(rules, "# none yet\n")
+
+
+@pytest.mark.parametrize("qos", ["burstable", "besteffort", "guaranteed"])
+def test_pod_uid_and_qos_class_from_a_kubelet_cgroup(containers, daemon, qos):
+    """A container podman puts where the kubelet's cgroupfs driver puts a pod's containers
+    (/kubepods[/<qos>]/pod<uid>/, no level for Guaranteed): its status names the pod uid, the
+    QoS class and the container id podman reports. (The systemd driver's
+    kubepods-<qos>-pod<uid>.slice names are refused by podman's cgroupfs manager: unit tests
+    only.)"""
+    uid = str(uuid.uuid4())
+    parent = f"/kubepods/pod{uid}" if qos == "guaranteed" else f"/kubepods/{qos}/pod{uid}"
+    name = containers.start("--cgroup-parent", parent, cmd=["/bin/busybox", "sleep", "600"])
+    pid = containers.pid(name)
+    write(daemon.target(pid) / "enable", "1")
+    st = daemon.status(pid)
+    full_id = containers.run_id(name)
+    assert st["state"] == "enabled", st
+    assert st["cgroup"].startswith(parent + "/") and full_id in st["cgroup"], st
+    assert st["container_id"] == full_id, st
+    assert st["pod_uid"] == uid, st
+    assert st["qos_class"] == {"burstable": "Burstable", "besteffort": "BestEffort",
+                               "guaranteed": "Guaranteed"}[qos], st
