@@ -67,7 +67,7 @@ struct rules {
 	struct exec_watch *watch;
 	struct facts *facts; /* what apply knows of the process at hand */
 	char watch_error[200];
-	uint64_t lost_seen, rescans;
+	uint64_t lost_seen, rescans; /* rescans: passes over /proc */
 	unsigned ticks_since_pass;
 };
 
@@ -575,6 +575,7 @@ static void pass_locked(struct rules *r, bool all)
 	proc = opendir("/proc");
 	if (!proc)
 		return;
+	r->rescans++;
 	HASH_ITER(hh, r->seen, s, tmp)
 		s->alive = false;
 	while ((de = readdir(proc))) {
@@ -755,7 +756,6 @@ void rules_tick(struct rules *r)
 		pass_locked(r, false);
 		r->ticks_since_pass = 0;
 		r->lost_seen = lost;
-		r->rescans++;
 	}
 	pthread_mutex_unlock(&r->lock);
 }

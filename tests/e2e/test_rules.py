@@ -106,6 +106,28 @@ def test_a_rule_enables_a_short_process_at_its_exec(daemon, program, rules):
     assert int(daemon.status()["rules_exec_events"]) > 0
 
 
+def test_without_the_exec_watch_the_poll_enables_and_status_says_so(scratch, program):
+    """Where the watch cannot attach (forced here by APERTURE_RULES_POLL), the once-a-second
+    /proc poll still enables a process started after the rule, and status says which."""
+    from helpers import Daemon
+
+    exe, start = program
+    node = Daemon(scratch / f"mnt-poll-{exe.parent.name}", scratch / "poll.log",
+                  env={"APERTURE_RULES_POLL": "1"})
+    try:
+        node.start()
+        write(node.mnt / "config" / "rules", f"exe={exe} enable\n")
+        assert node.status()["rules_new_processes"] == "/proc polled every second"
+        pid = start()
+        st = wait_for(lambda: (s := node.status(pid))["state"] == "enabled" and s, 5,
+                      "the poll to enable a new process")
+        assert st["enabled_by"] == "rule 1", st
+        assert "rules_exec_events" not in node.status()
+        node.stop()
+    finally:
+        node.kill()
+
+
 def test_rule_with_a_duration_expires(daemon, program, rules):
     exe, start = program
     pid = start()
