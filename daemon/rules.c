@@ -51,6 +51,7 @@ struct seen {
 	uint64_t start_time;
 	char comm[16];
 	bool alive;
+	bool counted; /* in rules_enabled */
 	UT_hash_handle hh;
 };
 
@@ -482,6 +483,27 @@ static bool match_one(const struct match *m, struct facts *f)
 	return false;
 }
 
+/* Notes pid as applied, so a pass does not apply it again until it exec's. */
+static struct seen *seen_put(struct rules *r, pid_t pid, uint64_t start_time, const char *comm)
+{
+	struct seen *s;
+
+	HASH_FIND_INT(r->seen, &pid, s);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		s->pid = pid;
+		HASH_ADD_INT(r->seen, pid, s);
+	}
+	if (s->start_time != start_time)
+		s->counted = false;
+	s->start_time = start_time;
+	snprintf(s->comm, sizeof(s->comm), "%s", comm);
+	s->alive = true;
+	return s;
+}
+
 /* The rules' verdict on one process, applied; f holds its pid and comm, and its start time
  * if known. An exec event (!must_apply) that no rule matched changes nothing now: the next
  * rescan applies "no rule" to it. Returns whether it was applied. */
@@ -529,28 +551,15 @@ static bool apply(struct rules *r, struct facts *f, bool must_apply, bool reappl
 				   r->bounded,
 				   (unsigned long long)config_get(r->a, CONFIG_MAX_TARGETS));
 	} else if (!err && o.decision == TARGET_RULE_ENABLE) {
-		r->enabled_by_rules++;
+		/* Once per process: its fork's event and its exec's may both find it. */
+		struct seen *s = seen_put(r, f->pid, f->start_time, f->comm);
+
+		if (s && !s->counted) {
+			s->counted = true;
+			r->enabled_by_rules++;
+		}
 	}
 	return true;
-}
-
-/* Notes pid as applied, so a pass does not apply it again until it exec's. */
-static struct seen *seen_put(struct rules *r, pid_t pid, uint64_t start_time, const char *comm)
-{
-	struct seen *s;
-
-	HASH_FIND_INT(r->seen, &pid, s);
-	if (!s) {
-		s = calloc(1, sizeof(*s));
-		if (!s)
-			return NULL;
-		s->pid = pid;
-		HASH_ADD_INT(r->seen, pid, s);
-	}
-	s->start_time = start_time;
-	snprintf(s->comm, sizeof(s->comm), "%s", comm);
-	s->alive = true;
-	return s;
 }
 
 static int read_stat(pid_t pid, struct proc_identity *id)
@@ -576,8 +585,10 @@ static void pass_locked(struct rules *r, bool all)
 	if (!proc)
 		return;
 	r->rescans++;
-	HASH_ITER(hh, r->seen, s, tmp)
+	HASH_ITER(hh, r->seen, s, tmp) {
 		s->alive = false;
+		s->counted &= !all;
+	}
 	while ((de = readdir(proc))) {
 		struct proc_identity id;
 		char *end;
@@ -683,8 +694,9 @@ static int load(struct rules *r, const char *text, size_t len, bool apply, char 
 	r->v = v;
 	r->n = n;
 	r->text = copy;
-	/* Watching before the pass: a process exec'd during it is not missed. */
-	old = watch_update_locked(r);
+	/* Watching before the pass: a process exec'd during it is not missed. At start
+	 * (!apply: --rules, before the daemon forks) the first tick starts the thread. */
+	old = apply ? watch_update_locked(r) : NULL;
 	/* Also with no rules left: what the old ones enabled goes. */
 	if (apply) {
 		pass_locked(r, true);
@@ -746,9 +758,13 @@ int rules_read(struct rules *r, FILE *out)
  * once when the ring lost events) finds what the events could not tell. */
 void rules_tick(struct rules *r)
 {
+	struct exec_watch *old = NULL;
 	uint64_t events, lost = 0;
 
 	pthread_mutex_lock(&r->lock);
+	/* Rules loaded at start; a watch the kernel refused is tried again at the next write. */
+	if (!r->watch_error[0])
+		old = watch_update_locked(r);
 	if (r->watch)
 		exec_watch_counts(r->watch, &events, &lost);
 	if (r->n && (!r->watch || lost != r->lost_seen ||
@@ -758,6 +774,7 @@ void rules_tick(struct rules *r)
 		r->lost_seen = lost;
 	}
 	pthread_mutex_unlock(&r->lock);
+	exec_watch_free(old);
 }
 
 void rules_status(struct rules *r, FILE *out)
