@@ -102,7 +102,7 @@ def test_a_rule_enables_a_short_process_at_its_exec(daemon, program, rules):
     assert samples >= 0.85 * cpu_s * hz, (samples, cpu_s, st)
     b = samples_in(stacks, lambda f: "b" in user_frames(f))
     c = samples_in(stacks, lambda f: "c" in user_frames(f))
-    assert b + c >= 0.8 * samples and 0.55 < b / (b + c) < 0.85, stacks
+    assert b + c >= 0.8 * samples and 0.5 < b / (b + c) < 0.9, stacks  # 70 %: 3 sigma at 50
     assert int(daemon.status()["rules_exec_events"]) > 0
 
 
