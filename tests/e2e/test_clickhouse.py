@@ -149,9 +149,9 @@ def test_retention_drops_day_partitions(ch, scratch):
              " table = '{}' AND active ORDER BY partition")
     tables = ("samples", "samples_1m", "samples_1h", "bucket_marks", "rolls")
     try:
-        b = batch("n1", "boot-d", 1, [target(9, {NOW - 2 * 86400: {A: 3}, NOW - 5: {A: 1}})])
-        assert a.post(b, None)[0] == 200
-        deadline = time.monotonic() + 20
+        for seq, sec, n in ((1, NOW - 2 * 86400, 3), (2, NOW - 5, 1)):
+            assert a.post(batch("n1", "boot-d", seq, [target(9, {sec: {A: n}})]), None)[0] == 200
+        deadline = time.monotonic() + 30
         while not all(str(old_day) in ch.query(parts.format(t)).split() for t in tables):
             assert time.monotonic() < deadline, "the old day was not rolled"
             time.sleep(0.2)
