@@ -6,22 +6,25 @@
    aggregator on SQLite, then to one on ClickHouse (100 nodes), and in the other order for
    1,000 nodes: samples/s, and bytes on disk per sample (the SQLite file with its WAL;
    ClickHouse's parts of the database as they stand, then after OPTIMIZE ... FINAL).
-2. Query: HOURS_Q (24) hours of NODES_Q (100) nodes at 99 Hz, SERVICES_Q (1) services with
-   one target on each node, STACKS_PER_S stacks a second, written straight into ClickHouse
-   with INSERT ... SELECT from numbers() (the store's own path would take hours here), the
-   batches' marks too (the store's view copies them into bucket_marks); then an aggregator
-   started on it rolls every minute and hour (timed). GET /services/svc0/cpu.folded over
-   the last 1, 6 and 24 hours (QUERY_HOURS) through that aggregator (rollups) and one with
-   roll_every=0 (the raw table), alternating: median and p95, each answer's total checked
-   and the two answers compared; rows read from system.query_log; bytes on disk per table.
+2. Query: HOURS_Q (25: a day ending early still has data throughout) hours of NODES_Q
+   (100) nodes at 99 Hz, SERVICES_Q (1) services with one target on each node,
+   STACKS_PER_S stacks a second, written straight into ClickHouse with INSERT ... SELECT
+   from numbers() (the store's own path would take hours here), the batches' marks too
+   (the store's view copies them into bucket_marks); then an aggregator started on it
+   rolls every minute and hour (timed). GET /services/svc0/cpu.folded over
+   the last 1, 6 and 24 hours, and 24 hours ending 1234 s earlier (QUERY_HOURS), through
+   that aggregator (rollups) and one with roll_every=0 (the raw table), alternating: median
+   and p95, each answer's total checked and the two answers compared; rows read from
+   system.query_log; bytes on disk per table.
 3. Scale-out: the 1,000 nodes' batches spread over 1, 2 and 4 aggregator processes on one
    ClickHouse (each node always to the same one), total samples/s.
 
     sudo bench/clickhouse.py
-Environment: NODES_Q (100), SERVICES_Q (1), HOURS_Q (24), QUERY_HOURS (1,6,24), STACKS_PER_S
-(distinct stacks per target-second, 10), REPS (20; the raw reads of 6 and 24 h fewer),
-INGEST_NODES (100,1000), CONNS (16), AGG_THREADS (each aggregator's --threads, 16: as many as clients, so batches
-arriving together can share a group), SKIP (parts to skip: ingest,query,scale).
+Environment: NODES_Q (100), SERVICES_Q (1), HOURS_Q (25), QUERY_HOURS (1,6,24,24@1234: H@S
+ends S seconds early), STACKS_PER_S (distinct stacks per target-second, 10), REPS (20; the
+raw reads of 6 and 24 h fewer), INGEST_NODES (100,1000), CONNS (16), AGG_THREADS (each
+aggregator's --threads, 16: as many as clients, so batches arriving together can share a
+group), SKIP (parts to skip: ingest,query,scale).
 """
 import http.client
 import json
@@ -44,8 +47,10 @@ from fleet import Aggregator, HEADERS, folded  # noqa: E402
 CONNS = int(os.environ.get("CONNS", 16))
 NODES_Q = int(os.environ.get("NODES_Q", 100))
 SERVICES_Q = int(os.environ.get("SERVICES_Q", 1))
-HOURS_Q = int(os.environ.get("HOURS_Q", 24))
-QUERY_HOURS = [int(h) for h in os.environ.get("QUERY_HOURS", "1,6,24").split(",")]
+HOURS_Q = int(os.environ.get("HOURS_Q", 25))
+# "H@S": H hours ending S seconds before the data's end (not on a minute or hour)
+QUERY_HOURS = [tuple(int(x) for x in (h + "@0").split("@")[:2])
+               for h in os.environ.get("QUERY_HOURS", "1,6,24,24@1234").split(",")]
 STACKS_PER_S = int(os.environ.get("STACKS_PER_S", 10))
 REPS = int(os.environ.get("REPS", 20))
 AGG_THREADS = os.environ.get("AGG_THREADS", "16")
@@ -222,11 +227,11 @@ def query(ch, tmp, stacks):
     out["tables"] = table_bytes(ch, db)
     print(json.dumps(out), flush=True)
     out["ranges"] = []
-    for hours in QUERY_HOURS:
-        until = start + HOURS_Q * 3600 - 1
+    for hours, early in QUERY_HOURS:
+        until = start + HOURS_Q * 3600 - 1 - early
         frm = until + 1 - hours * 3600
         path = f"/services/svc0/cpu.folded?from={frm}&until={until}"
-        want = NODES_Q * hours * 3600 * 99
+        want = NODES_Q * (until - max(frm, start) + 1) * 99
         reps = dict(rollup=REPS, raw=REPS if hours <= 1 else max(3, REPS * 2 // hours))
         times = dict(rollup=[], raw=[])
         answers = {}
@@ -242,7 +247,7 @@ def query(ch, tmp, stacks):
                 answers[name] = folded(body)
                 assert sum(answers[name].values()) == want, (name, hours, want)
         assert answers["rollup"] == answers["raw"], "the rollups' answer is not the raw one"
-        r = dict(hours=hours, samples=want)
+        r = dict(hours=hours, ends_early_s=early, samples=want)
         for name, agg in (("rollup", roll), ("raw", raw)):
             ts = sorted(times[name])
             since = int(time.time()) + 1  # query_log's times are whole seconds
