@@ -291,8 +291,9 @@ def test_rollups_read_exactly_the_raw_table(ch, scratch):
             assert folded(b.get(path, None)[1]) == sent
             cut = f"/services/rolled/cpu.folded?from={h0 + 50}&until={h0 + 3680}"
             assert folded(a.get(cut, None)[1]) == folded(b.get(cut, None)[1])
-        fresh = ("SELECT argMax(roll, marks) FROM roll.rolls WHERE res = {res} AND"
-                 " bucket = {b}")
+        fresh = ("SELECT min(roll) FROM roll.rolls WHERE res = {res} AND bucket = {b} AND"
+                 " marks = (SELECT max(marks) FROM roll.rolls WHERE res = {res} AND"
+                 " bucket = {b})")  # the roll readers take
         for table, res, bucket, n in (("samples_1h", 3600, h0, 1000),
                                       ("samples_1m", 60, h0 + 3600, 100)):
             ch.query(f"INSERT INTO roll.{table} SELECT bucket, service, type, stack, {n},"
