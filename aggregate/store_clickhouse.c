@@ -31,8 +31,9 @@
 #include "aggregate/batch_names.h"
 #include "aggregate/group_commit.h"
 #include "aggregate/store_clickhouse_http.h"
+#include "aggregate/store_clickhouse_rollup.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2     /* 2: the rollups, bucket_marks and its view */
 #define GROUP_MAX 64
 #define SYS_SET_MARK 255      /* a sys row that only says "a set was sent" (it may be empty) */
 #define DAY 86400
@@ -77,6 +78,18 @@ static const struct ch_table {
 	  " tid Int32, thread String, preempted UInt8, state UInt32, stack String,"
 	  " attempt UInt64",
 	  "MergeTree PARTITION BY intDiv(sec, 86400) ORDER BY (node, target, time_ns)" },
+	/* Every mark once per minute and hour it touches (filled by bucket_marks_mv). */
+	{ "bucket_marks", "res UInt32, bucket UInt32, node String, boot_id String, seq UInt64,"
+	  " attempt UInt64, marked UInt64",
+	  "MergeTree PARTITION BY intDiv(bucket, 86400) ORDER BY (res, bucket, node)" },
+	{ "samples_1m", "bucket UInt32, service String, type UInt8, stack UInt64, count UInt64,"
+	  " roll UInt64",
+	  "MergeTree PARTITION BY intDiv(bucket, 86400) ORDER BY (service, type, bucket, stack)" },
+	{ "samples_1h", "bucket UInt32, service String, type UInt8, stack UInt64, count UInt64,"
+	  " roll UInt64",
+	  "MergeTree PARTITION BY intDiv(bucket, 86400) ORDER BY (service, type, bucket, stack)" },
+	{ "rolls", "res UInt32, bucket UInt32, roll UInt64, marks UInt64, rolled UInt32",
+	  "MergeTree PARTITION BY intDiv(bucket, 86400) ORDER BY (res, bucket)" },
 };
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))
 
@@ -108,6 +121,8 @@ struct ch_store {
 	struct agg_group group;
 	uint64_t max_rows, max_stacks;
 	unsigned max_time_s;
+	unsigned roll_every_s;      /* 0: no rollups written or read */
+	struct ch_rollup *rollup;
 	_Atomic int64_t keep_from;  /* retention's start: nothing before it is read */
 	pthread_mutex_t lock;       /* the caches */
 	struct seen *stacks, *texts;
@@ -743,18 +758,20 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 	struct group_rows g = {0};
 	struct chbuf dup = {0};
 	uint64_t *attempts;
+	uint32_t (*spans)[2];
 	size_t n = 0, i;
 	int err;
 
 	for (struct agg_job *j = group; j; j = j->next, n++)
 		*j->r = (struct agg_apply_result){0};
 	attempts = calloc(n, sizeof(*attempts));
-	err = attempts ? mark_duplicates(s, group) : -ENOMEM;
+	spans = calloc(n, sizeof(*spans));
+	err = attempts && spans ? mark_duplicates(s, group) : -ENOMEM;
 	if (!err)
 		err = rank_boots(s, group);
 	i = 0;
 	for (struct agg_job *j = group; !err && j; j = j->next, i++) {
-		uint32_t bord = 0, min_sec, max_sec;
+		uint32_t bord = 0, min_sec = 0, max_sec = 0;
 
 		if (j->r->duplicate)
 			continue;
@@ -769,6 +786,8 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 		if (!err)
 			put_mark(&g, j->b, j->now, attempts[i], bord, min_sec, max_sec,
 				 j->r->samples);
+		spans[i][0] = min_sec;
+		spans[i][1] = max_sec;
 	}
 	/* Everything a batch's readers need, at once, then its mark. */
 	if (!err)
@@ -780,6 +799,10 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 				" version", &g.batches);
 	if (!err && g.batches.len)
 		err = check_winners(s, group, attempts);
+	/* Every mark written, won or lost, changes its buckets: roll them again. */
+	for (i = 0; !err && s->rollup && i < n; i++)
+		if (attempts[i])
+			ch_rollup_touch(s->rollup, spans[i][0], spans[i][1]);
 	for (struct agg_job *j = group; !err && j; j = j->next)
 		if (j->r->duplicate) {
 			j->r->samples = 0;
@@ -807,6 +830,7 @@ static void ch_apply_group(void *ctx, struct agg_job *group)
 	chb_free(&g.batches);
 	chb_free(&dup);
 	free(attempts);
+	free(spans);
 }
 
 static int ch_apply(struct agg_store *as, const WireBatch *b, int64_t now,
@@ -1056,7 +1080,7 @@ static int ch_profile(struct agg_store *as, const struct agg_query *q,
 {
 	struct ch_store *s = of(as);
 	int64_t from = q->from > s->keep_from ? q->from : s->keep_from;
-	struct chbuf sql = {0};
+	struct chbuf sql = {0}, where = {0}, node = {0};
 	struct sum *sums = NULL, *e, *tmp;
 	struct ch_rows r = {0};
 	char service[256], why[160];
@@ -1073,24 +1097,29 @@ static int ch_profile(struct agg_store *as, const struct agg_query *q,
 	if (!p)
 		return -ENOMEM;
 	/* Summed by stack in ClickHouse, the heaviest max_stacks kept; WITH TOTALS tells
-	 * what the others weighed. */
-	chb_printf(&sql, "SELECT stack, sum(count) AS n FROM samples WHERE service = ");
-	chb_quote(&sql, q->node ? service : q->service);
-	chb_printf(&sql, " AND type = %d AND sec BETWEEN %" PRId64 " AND %" PRId64, q->type, from,
-		   q->until);
+	 * what the others weighed. A service's whole minutes and hours come from the rollups
+	 * where they are fresh. */
+	chb_printf(&where, "service = ");
+	chb_quote(&where, q->node ? service : q->service);
+	chb_printf(&where, " AND type = %d", q->type);
 	if (q->node) {
-		chb_printf(&sql, " AND node = ");
-		chb_quote(&sql, q->node);
-		chb_printf(&sql, " AND target = %" PRIu64, key);
+		chb_quote(&node, q->node);
+		chb_printf(&where, " AND node = %s AND target = %" PRIu64, node.data, key);
 	}
-	chb_printf(&sql, " AND attempt IN (" WINNERS " WHERE max_sec >= %" PRId64
-		   " AND min_sec <= %" PRId64, from, q->until);
-	if (q->node) {
-		chb_printf(&sql, " AND node = ");
-		chb_quote(&sql, q->node);
+	chb_printf(&sql, "SELECT stack, sum(count) AS n FROM (");
+	err = where.err ? where.err : node.err;
+	if (!err)
+		err = ch_rollup_sources(q->node ? NULL : s->rollup, &s->read_srv, &sql, where.data,
+					node.data, from, q->until);
+	chb_printf(&sql, ") GROUP BY stack WITH TOTALS ORDER BY n DESC LIMIT %" PRIu64,
+		   s->max_stacks);
+	chb_free(&where);
+	chb_free(&node);
+	if (err) {
+		chb_free(&sql);
+		profile_unref(p);
+		return err;
 	}
-	chb_printf(&sql, " GROUP BY node, boot_id, seq) GROUP BY stack WITH TOTALS"
-		   " ORDER BY n DESC LIMIT %" PRIu64, s->max_stacks);
 	err = ch_select(s, &sql, &r);
 	chb_free(&sql);
 	for (int i = 0; !err && i < r.n; i++) {
@@ -1333,6 +1362,8 @@ static int ch_retain(struct agg_store *as, int64_t before)
 		chb_free(&sql);
 	}
 	rows_free(&r);
+	if (s->rollup)
+		ch_rollup_sweep(s->rollup);
 	return err;
 }
 
@@ -1366,7 +1397,8 @@ static int ch_stats(struct agg_store *as, struct agg_store_table *out, size_t ma
 	static const char *const oldest[] = {
 		"batches", "min(received)", "samples", "min(sec)", "stacks", "min(seen)",
 		"targets", "min(last_seen)", "texts", "min(seen)", "sys_rows", "min(seen)",
-		"blocking", "min(sec)", "duplicates", "min(at)",
+		"blocking", "min(sec)", "duplicates", "min(at)", "bucket_marks", "min(bucket)",
+		"samples_1m", "min(bucket)", "samples_1h", "min(bucket)", "rolls", "min(bucket)",
 	};
 	struct ch_store *s = of(as);
 	struct chbuf sql = {0};
@@ -1412,6 +1444,7 @@ static void ch_close(struct agg_store *as)
 
 	if (!s)
 		return;
+	ch_rollup_stop(s->rollup);
 	seen_clear(&s->stacks, &s->nstacks);
 	seen_clear(&s->texts, &s->ntexts);
 	HASH_ITER(hh, s->boots, b, btmp) {
@@ -1459,6 +1492,7 @@ static int parse_url(struct ch_store *s, const char *url, char *why, size_t why_
 	s->max_rows = 1000000000;
 	s->max_stacks = 100000;
 	s->max_time_s = 10;
+	s->roll_every_s = 10;
 	s->srv.timeout_s = 10;
 	if (!slash || slash == hostport || !slash[1]) {
 		snprintf(why, why_size, "%s: expected clickhouse://HOST:PORT/DB", url);
@@ -1480,7 +1514,8 @@ static int parse_url(struct ch_store *s, const char *url, char *why, size_t why_
 		unsigned long long v;
 		int used = 0;
 
-		if (sscanf(q + 1, "%63[a-z_]=%llu%n", name, &v, &used) != 2 || !v) {
+		if (sscanf(q + 1, "%63[a-z_]=%llu%n", name, &v, &used) != 2 ||
+		    (!v && strcmp(name, "roll_every"))) {
 			snprintf(why, why_size, "%s: bad option at %s", url, q + 1);
 			return -EINVAL;
 		}
@@ -1492,9 +1527,11 @@ static int parse_url(struct ch_store *s, const char *url, char *why, size_t why_
 			s->max_stacks = v;
 		else if (!strcmp(name, "timeout"))
 			s->srv.timeout_s = v;
+		else if (!strcmp(name, "roll_every"))
+			s->roll_every_s = v;
 		else {
 			snprintf(why, why_size, "%s: unknown option %s (max_rows_to_read,"
-				 " max_execution_time, max_stacks, timeout)", url, name);
+				 " max_execution_time, max_stacks, timeout, roll_every)", url, name);
 			return -EINVAL;
 		}
 		q = strchr(q + 1, '&');
@@ -1538,6 +1575,8 @@ static int open_schema(struct ch_store *s, char *why, size_t why_size)
 		err = ch_exec(s, sql.data, err_text, sizeof(err_text));
 	}
 	chb_free(&sql);
+	if (!err)
+		err = ch_exec(s, CH_BUCKETS_VIEW, err_text, sizeof(err_text));
 	if (err) {
 		snprintf(why, why_size, "%s", err_text);
 		return -EIO;
@@ -1556,8 +1595,12 @@ static int open_schema(struct ch_store *s, char *why, size_t why_size)
 		rows_free(&r);
 		return -EPROTONOSUPPORT;
 	}
-	/* Upgrades from older versions would run here, each then recorded. */
-	if (!jnum(cJSON_GetArrayItem(r.data, 0), 1)) {
+	/* 1 -> 2: the marks already there into bucket_marks (the view has every one since it
+	 * was made; a mark counted twice only makes its buckets' rolls look stale once). */
+	if (jnum(cJSON_GetArrayItem(r.data, 0), 0) == 1)
+		err = ch_exec(s, "INSERT INTO bucket_marks " CH_BUCKETS_SELECT, err_text,
+			      sizeof(err_text));
+	if (!err && jnum(cJSON_GetArrayItem(r.data, 0), 0) < SCHEMA_VERSION) {
 		chb_printf(&sql, "INSERT INTO schema_version VALUES (%d, %lld)", SCHEMA_VERSION,
 			   (long long)time(NULL));
 		err = ch_exec(s, sql.data, err_text, sizeof(err_text));
@@ -1607,6 +1650,8 @@ int agg_store_open_clickhouse(const char *url, struct agg_store **out, char *why
 	err = parse_url(s, url, why, why_size);
 	if (!err)
 		err = open_schema(s, why, why_size);
+	if (!err && s->roll_every_s)
+		err = ch_rollup_start(&s->srv, s->roll_every_s, &s->keep_from, &s->rollup);
 	if (err) {
 		ch_close(&s->base);
 		return err;

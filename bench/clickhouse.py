@@ -6,21 +6,29 @@
    aggregator on SQLite, then to one on ClickHouse (100 nodes), and in the other order for
    1,000 nodes: samples/s, and bytes on disk per sample (the SQLite file with its WAL;
    ClickHouse's parts of the database as they stand, then after OPTIMIZE ... FINAL).
-2. Query: one hour of NODES_Q nodes x 20 targets at 99 Hz (20 services, one target of each
-   per node), loaded straight into ClickHouse with INSERT ... SELECT (loading it through the
-   aggregator would take longer than the bench may), then GET /services/svc0/cpu.folded for
-   the hour through the aggregator REPS times: median and p95, with ClickHouse's own share of
-   each from system.query_log.
+2. Query: HOURS_Q (25: a day ending early still has data throughout) hours of NODES_Q
+   (100) nodes at 99 Hz, SERVICES_Q (1) services with one target on each node,
+   STACKS_PER_S stacks a second, written straight into ClickHouse with INSERT ... SELECT
+   from numbers() (the store's own path would take hours here), the batches' marks too
+   (the store's view copies them into bucket_marks); then an aggregator started on it
+   rolls every minute and hour (timed). GET /services/svc0/cpu.folded over
+   the last 1, 6 and 24 hours, and 24 hours ending 1234 s earlier (QUERY_HOURS), through
+   that aggregator (rollups) and one with roll_every=0 (the raw table), alternating: median
+   and p95, each answer's total checked and the two answers compared; rows read from
+   system.query_log; bytes on disk per table.
 3. Scale-out: the 1,000 nodes' batches spread over 1, 2 and 4 aggregator processes on one
    ClickHouse (each node always to the same one), total samples/s.
 
     sudo bench/clickhouse.py
-Environment: NODES_Q (100), STACKS_PER_S (distinct stacks per target-second, 20), REPS (20),
-INGEST_NODES (100,1000), CONNS (16), AGG_THREADS (each aggregator's --threads, 16: as many as clients, so batches
-arriving together can share a group), SKIP (parts to skip: ingest,query,scale).
+Environment: NODES_Q (100), SERVICES_Q (1), HOURS_Q (25), QUERY_HOURS (1,6,24,24@1234: H@S
+ends S seconds early), STACKS_PER_S (distinct stacks per target-second, 10), REPS (20; the
+raw reads of 6 and 24 h fewer), INGEST_NODES (100,1000), CONNS (16), AGG_THREADS (each
+aggregator's --threads, 16: as many as clients, so batches arriving together can share a
+group), SKIP (parts to skip: ingest,query,scale).
 """
 import http.client
 import json
+import math
 import os
 import statistics
 import sys
@@ -34,11 +42,16 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 from aggregate import fleet_bodies, record_profile  # noqa: E402
 from clickhouse import ClickHouse  # noqa: E402
-from fleet import Aggregator, HEADERS  # noqa: E402
+from fleet import Aggregator, HEADERS, folded  # noqa: E402
 
 CONNS = int(os.environ.get("CONNS", 16))
 NODES_Q = int(os.environ.get("NODES_Q", 100))
-STACKS_PER_S = int(os.environ.get("STACKS_PER_S", 20))
+SERVICES_Q = int(os.environ.get("SERVICES_Q", 1))
+HOURS_Q = int(os.environ.get("HOURS_Q", 25))
+# "H@S": H hours ending S seconds before the data's end (not on a minute or hour)
+QUERY_HOURS = [tuple(int(x) for x in (h + "@0").split("@")[:2])
+               for h in os.environ.get("QUERY_HOURS", "1,6,24,24@1234").split(",")]
+STACKS_PER_S = int(os.environ.get("STACKS_PER_S", 10))
 REPS = int(os.environ.get("REPS", 20))
 AGG_THREADS = os.environ.get("AGG_THREADS", "16")
 SKIP = set(os.environ.get("SKIP", "").split(","))
@@ -112,79 +125,142 @@ def ingest(ch, tmp, nodes, stacks, order):
     return out
 
 
-def load_hour(ch, db, stacks, start):
-    """One hour of NODES_Q nodes x 20 targets, STACKS_PER_S stacks a second summing to 99,
-    with the batches (one per node per 10 s) that make those rows count."""
+def load_hours(ch, db, stacks, start):
+    """HOURS_Q hours of NODES_Q nodes x SERVICES_Q targets (one per service), STACKS_PER_S
+    stacks a second summing to 99, with the batches (one per node per 10 s) that make those
+    rows count (their marks reach bucket_marks through the store's view)."""
     ch.query(f"CREATE DATABASE IF NOT EXISTS {db}")
     items = sorted(stacks.items(), key=lambda kv: -kv[1])
     rows = []
+    secs = HOURS_Q * 3600
     for k, (st, _) in enumerate(items):
-        rows.append(json.dumps(dict(seen=start + 3600, hash=k + 1, names=list(st),
+        rows.append(json.dumps(dict(seen=start + secs, hash=k + 1, names=list(st),
                                     files=[""] * len(st), lines=[0] * len(st),
                                     modules=[""] * len(st), build_ids=[""] * len(st))))
     nstacks = len(items)
     weights = [99 // STACKS_PER_S + (1 if k < 99 % STACKS_PER_S else 0)
                for k in range(STACKS_PER_S)]
     ch.query_body(f"INSERT INTO {db}.stacks FORMAT JSONEachRow", "\n".join(rows))
-    n = NODES_Q * 20 * 3600 * STACKS_PER_S
+    n = NODES_Q * SERVICES_Q * secs * STACKS_PER_S
     t0 = time.monotonic()
     ch.query(f"""INSERT INTO {db}.samples SELECT {start} + s AS sec,
         concat('svc', toString(t)) AS service, 0, concat('node', toString(nd)),
         nd * 100 + t + 1, (s * 7 + nd * 13 + t * 3 + k * 11) % {nstacks} + 1,
         {weights}[k + 1], nd * 1000000 + intDiv(s, 10) + 1
-        FROM (SELECT number % {STACKS_PER_S} AS k, intDiv(number, {STACKS_PER_S}) % 3600 AS s,
-              intDiv(number, {STACKS_PER_S * 3600}) % 20 AS t,
-              intDiv(number, {STACKS_PER_S * 3600 * 20}) AS nd FROM numbers({n}))""",
-             timeout=3600)
+        FROM (SELECT number % {STACKS_PER_S} AS k, intDiv(number, {STACKS_PER_S}) % {secs} AS s,
+              intDiv(number, {STACKS_PER_S * secs}) % {SERVICES_Q} AS t,
+              intDiv(number, {STACKS_PER_S * secs * SERVICES_Q}) AS nd FROM numbers({n}))""",
+             timeout=7200)
     ch.query(f"""INSERT INTO {db}.batches (node, boot_id, seq, attempt, marked, received,
         bord, min_sec, max_sec, samples) SELECT concat('node', toString(nd)), 'boot',
-        b + 1, nd * 1000000 + b + 1, 1, {start + 3600}, 1, {start} + b * 10,
-        {start} + b * 10 + 9, 20 * 99 * 10
-        FROM (SELECT number % 360 AS b, intDiv(number, 360) AS nd FROM numbers({NODES_Q * 360}))""")
+        b + 1, nd * 1000000 + b + 1, 1, {start + secs}, 1, {start} + b * 10,
+        {start} + b * 10 + 9, {SERVICES_Q} * 99 * 10
+        FROM (SELECT number % {secs // 10} AS b, intDiv(number, {secs // 10}) AS nd
+              FROM numbers({NODES_Q * secs // 10}))""", timeout=600)
     ch.query(f"""INSERT INTO {db}.targets (node, pid, target, service, comm, state, ver,
         last_seen) SELECT concat('node', toString(nd)), 1000 + t, nd * 100 + t + 1,
-        concat('svc', toString(t)), concat('svc', toString(t)), 'enabled', 1, {start + 3600}
-        FROM (SELECT number % 20 AS t, intDiv(number, 20) AS nd FROM numbers({NODES_Q * 20}))""")
+        concat('svc', toString(t)), concat('svc', toString(t)), 'enabled', 1, {start + secs}
+        FROM (SELECT number % {SERVICES_Q} AS t, intDiv(number, {SERVICES_Q}) AS nd
+              FROM numbers({NODES_Q * SERVICES_Q}))""")
     load_s = time.monotonic() - t0
-    return n, load_s, NODES_Q * 3600 * 99
+    return n, load_s
+
+
+STALE = ("SELECT count() FROM (SELECT res, bucket, count() AS n FROM {db}.bucket_marks GROUP BY"
+         " res, bucket) ANY LEFT JOIN (SELECT res, bucket, max(marks) AS rolled FROM"
+         " {db}.rolls GROUP BY res, bucket) USING (res, bucket) WHERE n != rolled")
+
+
+def table_bytes(ch, db):
+    out = {}
+    for line in ch.query(f"SELECT table, sum(rows), sum(bytes_on_disk) FROM system.parts"
+                         f" WHERE database = '{db}' AND active GROUP BY table").splitlines():
+        table, rows, size = line.split("\t")
+        out[table] = dict(rows=int(rows), mb=round(int(size) / 2**20, 2))
+    return out
+
+
+def ch_reads(ch, since):
+    """What the ClickHouse queries since `since` (unix s) read: the profile query's rows
+    and time, and all of the request's queries' rows."""
+    time.sleep(1.2)  # query_log flushes every 0.5 s
+    rows = ch.query("SELECT query LIKE 'SELECT stack, sum(count) AS n FROM (%', read_rows,"
+                    " read_bytes, query_duration_ms FROM system.query_log WHERE type = 2 AND"
+                    f" event_time >= {since} AND query NOT LIKE '%system.query_log%'")
+    out = dict(read_rows_all=0)
+    for line in rows.splitlines():
+        main, read, nbytes, ms = (int(x) for x in line.split("\t"))
+        out["read_rows_all"] += read
+        if main:
+            out.update(read_rows=read, read_mb=round(nbytes / 2**20, 1), clickhouse_ms=ms)
+    return out
+
+
+def get(agg, path):
+    """A GET with a long timeout: a day read from the raw table takes a while here."""
+    c = http.client.HTTPConnection("127.0.0.1", agg.port, timeout=1800)
+    c.request("GET", path)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, body
 
 
 def query(ch, tmp, stacks):
-    db = "hour"
-    start = (int(time.time()) // 3600 - 2) * 3600
-    d = Path(tmp) / "query"
-    d.mkdir()
-    agg = Aggregator(d, store=ch.url(db)).start()  # creates the schema
-    rows, load_s, want = load_hour(ch, db, stacks, start)
-    path = f"/services/svc0/cpu.folded?from={start}&until={start + 3599}"
-    times = []
-    for _ in range(REPS):
-        t0 = time.monotonic()
-        status, body = agg.get(path, None)
-        times.append(time.monotonic() - t0)
-        assert status == 200, body[:300]
-        total = sum(int(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines())
-        assert total == want, (total, want)
-    agg.stop()
-    time.sleep(1.5)  # query_log flushes every 0.5 s
-    log = ch.query("SELECT substring(query, 1, 22), quantileExact(0.5)(query_duration_ms),"
-                   " max(read_rows), max(memory_usage) FROM system.query_log WHERE type = 2"
-                   " AND query LIKE 'SELECT % FORMAT JSONCompact' AND event_time >="
-                   " now() - 600 AND (query LIKE '%samples%svc0%' OR query LIKE"
-                   " '%FROM stacks WHERE hash IN%') GROUP BY substring(query, 1, 22)")
-    parts = {}
-    for line in log.strip().splitlines():
-        name, ms, read, mem = line.split("\t")
-        parts[name] = dict(median_ms=float(ms), read_rows=int(read), memory_mb=round(
-            int(mem) / 2**20, 1))
-    times.sort()
-    return dict(nodes=NODES_Q, targets_per_node=20, rows_loaded=rows,
-                load_s=round(load_s, 1), rows_per_query=rows // 20,
-                samples_per_query=want, reps=REPS,
-                median_ms=round(statistics.median(times) * 1000),
-                p95_ms=round(times[max(0, int(len(times) * 0.95) - 1)] * 1000),
-                clickhouse=parts,
-                disk_mb=round(ch_bytes(ch, db) / 2**20, 1))
+    db = "day"
+    start = (int(time.time()) // 3600 - HOURS_Q - 2) * 3600
+    roll = Aggregator(Path(tmp) / "query-roll", store=ch.url(db) + "?roll_every=5")
+    raw = Aggregator(Path(tmp) / "query-raw",
+                     store=ch.url(db) + "?roll_every=0&max_execution_time=600")
+    for agg in (roll, raw):
+        agg.dir.mkdir()
+    raw.start()  # creates the schema
+    rows, load_s = load_hours(ch, db, stacks, start)
+    out = dict(nodes=NODES_Q, services=SERVICES_Q, hours=HOURS_Q, stacks_per_s=STACKS_PER_S,
+               rows_loaded=rows, load_s=round(load_s, 1))
+    print(json.dumps(out), flush=True)
+    t0 = time.monotonic()
+    roll.start()  # its sweep at start finds every bucket stale and rolls it
+    while ch.query(STALE.format(db=db)).strip() != "0":
+        time.sleep(1)
+    out["roll_s"] = round(time.monotonic() - t0, 1)
+    out["tables"] = table_bytes(ch, db)
+    print(json.dumps(out), flush=True)
+    out["ranges"] = []
+    for hours, early in QUERY_HOURS:
+        until = start + HOURS_Q * 3600 - 1 - early
+        frm = until + 1 - hours * 3600
+        path = f"/services/svc0/cpu.folded?from={frm}&until={until}"
+        want = NODES_Q * (until - max(frm, start) + 1) * 99
+        reps = dict(rollup=REPS, raw=REPS if hours <= 1 else max(3, REPS * 2 // hours))
+        times = dict(rollup=[], raw=[])
+        answers = {}
+        for i in range(max(reps.values())):
+            for name, agg in (("rollup", roll), ("raw", raw)) if i % 2 else (("raw", raw),
+                                                                             ("rollup", roll)):
+                if i >= reps[name]:
+                    continue
+                t1 = time.monotonic()
+                status, body = get(agg, path)
+                times[name].append(time.monotonic() - t1)
+                assert status == 200, body[:300]
+                answers[name] = folded(body)
+                assert sum(answers[name].values()) == want, (name, hours, want)
+        assert answers["rollup"] == answers["raw"], "the rollups' answer is not the raw one"
+        r = dict(hours=hours, ends_early_s=early, samples=want)
+        for name, agg in (("rollup", roll), ("raw", raw)):
+            ts = sorted(times[name])
+            since = int(time.time()) + 1  # query_log's times are whole seconds
+            time.sleep(since + 0.05 - time.time())
+            get(agg, path)
+            r[name] = dict(reps=len(ts), median_ms=round(statistics.median(ts) * 1000),
+                           p95_ms=round(ts[max(0, math.ceil(len(ts) * 0.95) - 1)] * 1000),
+                           **ch_reads(ch, since))
+        print(json.dumps(r), flush=True)
+        out["ranges"].append(r)
+    roll.stop()
+    raw.stop()
+    return out
 
 
 def scale(ch, tmp, stacks):

@@ -138,22 +138,29 @@ def test_two_aggregators_share_one_clickhouse(ch, scratch):
 
 
 def test_retention_drops_day_partitions(ch, scratch):
-    """Seconds two days old live in their own day partition; an aggregator restarted with
-    one day's retention neither returns them nor keeps their partition."""
+    """Seconds two days old live in their own day partition, in samples and in its
+    rollups; an aggregator restarted with one day's retention neither returns them nor
+    keeps their partitions."""
     d = scratch / "days"
     d.mkdir()
-    a = Aggregator(d, store=ch.url("days")).start()
+    a = Aggregator(d, store=ch.url("days") + "?roll_every=1").start()
     old_day = (NOW - 2 * 86400) // 86400
     parts = ("SELECT DISTINCT partition FROM system.parts WHERE database = 'days' AND"
-             " table = 'samples' AND active ORDER BY partition")
+             " table = '{}' AND active ORDER BY partition")
+    tables = ("samples", "samples_1m", "samples_1h", "bucket_marks", "rolls")
     try:
-        b = batch("n1", "boot-d", 1, [target(9, {NOW - 2 * 86400: {A: 3}, NOW - 5: {A: 1}})])
-        assert a.post(b, None)[0] == 200
-        assert str(old_day) in ch.query(parts).split()
+        for seq, sec, n in ((1, NOW - 2 * 86400, 3), (2, NOW - 5, 1)):
+            assert a.post(batch("n1", "boot-d", seq, [target(9, {sec: {A: n}})]), None)[0] == 200
+        deadline = time.monotonic() + 30
+        while not all(str(old_day) in ch.query(parts.format(t)).split() for t in tables):
+            assert time.monotonic() < deadline, "the old day was not rolled"
+            time.sleep(0.2)
         a.stop()
         a.start(["--retention-days", "1"])
         assert folded(a.get("/nodes/n1/targets/9/cpu.folded", None)[1]) == {"app;main;work": 1}
-        assert ch.query(parts).split() == [str((NOW - 5) // 86400)]
+        for t in tables:
+            assert str(old_day) not in ch.query(parts.format(t)).split(), t
+        assert ch.query(parts.format("samples")).split() == [str((NOW - 5) // 86400)]
         assert "store_table_samples: rows 1," in a.get("/status", None)[1].decode()
     finally:
         a.stop()
@@ -221,5 +228,101 @@ def test_clickhouse_stalled_at_insert_then_retried(ch, scratch):
         assert a.post(b, None)[0] == 200
         assert a.post(b, None) == (200, b'{"status":"duplicate"}')
         assert folded(a.get("/nodes/n1/targets/3/cpu.folded", None)[1]) == {"app;main;work": 7}
+    finally:
+        a.stop()
+
+
+STALE = ("SELECT count() FROM (SELECT res, bucket, count() AS n FROM {db}.bucket_marks GROUP BY"
+         " res, bucket) ANY LEFT JOIN (SELECT res, bucket, max(marks) AS rolled FROM"
+         " {db}.rolls GROUP BY res, bucket) USING (res, bucket) WHERE n != rolled")
+
+
+def wait_rolled(ch, db):
+    """Until every minute and hour with a mark has a roll that saw all its marks."""
+    deadline = time.monotonic() + 30
+    while ch.query(STALE.format(db=db)).strip() != "0":
+        assert time.monotonic() < deadline, "buckets still not rolled"
+        time.sleep(0.2)
+
+
+def test_rollups_read_exactly_the_raw_table(ch, scratch):
+    """A service over whole hours and minutes read through the rollups (aggregator a)
+    equals the raw table's read (b, roll_every=0) and what was sent: a duplicate, an
+    attempt cut short and a racing attempt that lost are counted once, before and after
+    their buckets are rolled again; rows planted in the rolls show the reads used them."""
+    h0 = (NOW // 3600 - 3) * 3600
+    da, db_ = scratch / "roll-a", scratch / "roll-b"
+    da.mkdir()
+    db_.mkdir()
+    a = Aggregator(da, store=ch.url("roll") + "?roll_every=1").start()
+    b = Aggregator(db_, store=ch.url("roll") + "?roll_every=0").start()
+    secs = [[h0 - 30, h0 + 5, h0 + 100], [h0 + 1800, h0 + 3599], [h0 + 3610, h0 + 3670,
+                                                                    h0 + 3725]]
+    sent = {}
+    try:
+        for seq, group in enumerate(secs, 1):
+            counts = {}
+            for k, sec in enumerate(group):
+                counts[sec] = {A + (f"f{k}",): seq * 10 + k, A: 1}
+                for stack, n in counts[sec].items():
+                    sent[";".join(stack)] = sent.get(";".join(stack), 0) + n
+            body = encode(batch("n1", "boot-r", seq, [target(7, counts, comm="rolled")]))
+            assert a.post(body, None)[1].startswith(b'{"status":"applied"')
+        assert a.post(body, None) == (200, b'{"status":"duplicate"}')
+        # an attempt cut short (rows, no mark), and a complete one that lost the race
+        ch.query("INSERT INTO roll.samples SELECT sec, service, type, node, target, stack,"
+                 " count * 100, 12345 FROM roll.samples")
+        ch.query("INSERT INTO roll.samples SELECT sec, service, type, node, target, stack,"
+                 " count, 777 FROM roll.samples WHERE attempt = (SELECT attempt FROM"
+                 " roll.batches WHERE seq = 1)")
+        ch.query("INSERT INTO roll.batches (node, boot_id, seq, attempt, marked, min_sec,"
+                 " max_sec) SELECT node, boot_id, seq, 777, marked + 1, min_sec, max_sec"
+                 " FROM roll.batches WHERE seq = 1")
+        path = f"/services/rolled/cpu.folded?from={h0 - 45}&until={h0 + 3730}"
+        for restart in (False, True):
+            if restart:  # its sweep at start rolls what the racing mark made stale
+                a.stop()
+                a.start()
+            else:
+                time.sleep(1.5)
+            if restart:
+                wait_rolled(ch, "roll")
+            assert folded(a.get(path, None)[1]) == sent
+            assert folded(b.get(path, None)[1]) == sent
+            cut = f"/services/rolled/cpu.folded?from={h0 + 50}&until={h0 + 3680}"
+            assert folded(a.get(cut, None)[1]) == folded(b.get(cut, None)[1])
+        fresh = ("SELECT min(roll) FROM roll.rolls WHERE res = {res} AND bucket = {b} AND"
+                 " marks = (SELECT max(marks) FROM roll.rolls WHERE res = {res} AND"
+                 " bucket = {b})")  # the roll readers take
+        for table, res, bucket, n in (("samples_1h", 3600, h0, 1000),
+                                      ("samples_1m", 60, h0 + 3600, 100)):
+            ch.query(f"INSERT INTO roll.{table} SELECT bucket, service, type, stack, {n},"
+                     f" roll FROM roll.{table} WHERE bucket = {bucket} AND roll = ("
+                     + fresh.format(res=res, b=bucket) + ") LIMIT 1")
+        total = sum(folded(a.get(path, None)[1]).values())
+        assert total == sum(sent.values()) + 1100
+        assert folded(b.get(path, None)[1]) == sent
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_schema_1_upgraded(ch, scratch):
+    """A database of schema 1 (no bucket_marks): the aggregator adds it, fills it from the
+    marks already there, records version 2, and reads what was stored before."""
+    d = scratch / "upgrade"
+    d.mkdir()
+    a = Aggregator(d, store=ch.url("up") + "?roll_every=0").start()
+    try:
+        assert a.post(batch("n1", "boot-u", 1, [target(4, {NOW - 99: {A: 6}})]), None)[0] == 200
+        a.stop()
+        for sql in ("DROP TABLE up.bucket_marks_mv", "DROP TABLE up.bucket_marks",
+                    "DROP TABLE up.schema_version",
+                    "CREATE TABLE up.schema_version (version UInt32, applied UInt32)"
+                    " ENGINE = TinyLog", "INSERT INTO up.schema_version VALUES (1, 0)"):
+            ch.query(sql)
+        a.start()
+        assert ch.query("SELECT max(version) FROM up.schema_version") == "2\n"
+        assert folded(a.get("/nodes/n1/targets/4/cpu.folded", None)[1]) == {"app;main;work": 6}
     finally:
         a.stop()
