@@ -2,7 +2,8 @@
 Debian's chromium), against a real aggregator fed by a real node on loopback: cpu_split (b
 does 70 % of the work, c 30 %, both in burn, inlined) and a deadlocked `waits deadlock`
 profiled on the node, and a service whose two seconds the test posts itself (grow: 10 then
-90 samples, shrink: 90 then 10) for compare. Screenshots in build/test-output/web/."""
+90 samples, shrink: 90 then 10) for compare. The same page served by the node's own daemon
+(`--http` on loopback). Screenshots in build/test-output/web/."""
 import json
 import os
 import shutil
@@ -11,8 +12,8 @@ import time
 
 import pytest
 
-from fleet import Aggregator, batch, syncing_node
-from helpers import BUILD, parse_folded, wait_for, write
+from fleet import Aggregator, batch, free_port, syncing_node
+from helpers import BUILD, parse_folded, read, wait_for, write
 from test_waits import Waits
 
 NODE_MODULES = "/usr/local/lib/aperture-tests/node_modules"
@@ -28,8 +29,13 @@ pytestmark = pytest.mark.skipif(
 def fleet(scratch):
     agg = Aggregator(scratch, tokens=f"{TOKENS['node']} node web1\n{TOKENS['cmp']} node cmp\n"
                                      f"{TOKENS['read']} read *\n").start()
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir(parents=True)
+    port = free_port()
     try:
-        with syncing_node(agg, scratch, "web1", TOKENS["node"]) as node:
+        with syncing_node(agg, scratch, "web1", TOKENS["node"],
+                          ["--http", f"127.0.0.1:{port}"]) as node:
+            node.http = f"http://127.0.0.1:{port}"
             yield agg, node
     finally:
         agg.stop()
@@ -62,8 +68,6 @@ def test_page_lists_profiles_zooms_searches_compares_and_refuses_a_wrong_token(
         TOKENS["cmp"])
     assert code == 200
 
-    shutil.rmtree(OUT, ignore_errors=True)
-    OUT.mkdir(parents=True)
     cfg = {"url": agg.url, "token": TOKENS["read"], "node": "web1", "pid": split.pid,
            "hot": "b", "deadlock_pid": dead.pid, "out": str(OUT),
            "compare_hash": f"#p=/services/cmpsvc&view=compare&range=custom&from={t2}"
@@ -114,3 +118,34 @@ def test_page_lists_profiles_zooms_searches_compares_and_refuses_a_wrong_token(
     for name in ("1-nav", "2-flame", "3-zoomed", "4-search", "5-compare", "6-threads",
                  "7-unauthorized"):
         assert (OUT / f"{name}.png").stat().st_size > 1000
+
+
+def run_page(cfg, scratch, name):
+    (scratch / name).write_text(json.dumps(cfg))
+    r = subprocess.run(["node", str(os.path.dirname(__file__) + "/web.cjs"), str(scratch / name)],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, NODE_PATH=NODE_MODULES))
+    seen = json.loads(r.stdout or "{}")
+    assert r.returncode == 0 and not seen["errors"], (seen.get("errors"), r.stderr[-2000:])
+    return seen
+
+
+def test_the_node_serves_the_page_over_its_own_tree(fleet, workloads, scratch):
+    """The node's daemon, --http on 127.0.0.1: the page lists it as one node with its target,
+    draws the target's flame graph (burn, inlined into b and c, the hot function) and its
+    folded download is the node's own cpu.folded, sample for sample."""
+    _, node = fleet
+    split = workloads.start("cpu_split", 30)
+    write(node.target(split.pid) / "enable", "1")
+    wait_for(lambda: sum(n for s, n in parse_folded(read(node.target(split.pid) / "cpu.folded"))
+                         .items() if "b" in s) >= 50, 30, "samples of b on the node")
+    # stopped, so the page and the file show the same, final profile
+    write(node.target(split.pid) / "enable", "0")
+    truth = parse_folded(read(node.target(split.pid) / "cpu.folded"))
+    seen = run_page({"url": node.http, "node": "web1", "pid": split.pid, "node_page": True,
+                     "out": str(OUT)}, scratch, "web-node.json")
+    assert "web1" in seen["nav"] and f"pid {split.pid}" in seen["nav"], seen["nav"]
+    assert seen["flame_state"] == "ready" and seen["top"][0][0] == "burn_[i]", seen["top"]
+    assert {"b", "c", "burn_[i]"} <= set(seen["flame_names"]), seen["flame_names"][:20]
+    assert parse_folded(seen["download"]) == truth
+    assert (OUT / "node-flame.png").stat().st_size > 1000
