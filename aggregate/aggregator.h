@@ -96,6 +96,11 @@ struct agg_pyroscope_query {
 int aggregator_pyroscope(struct aggregator *g, const struct token *k,
 			 const struct agg_pyroscope_query *q, const uint8_t *body, size_t len,
 			 char *reply, size_t reply_size);
+/* Pyroscope's push RPC (POST /push.v1.PusherService/Push): body a PushRequest, inflated
+ * first when encoding is gzip. The HTTP status, and the JSON answer as above. */
+int aggregator_pyroscope_push(struct aggregator *g, const struct token *k,
+			      const char *encoding, const uint8_t *body, size_t len,
+			      char *reply, size_t reply_size);
 
 extern const char *const agg_reject_names[AGG_REJECT_NR];
 

@@ -90,6 +90,58 @@ static enum MHD_Result form_iterate(void *cls, enum MHD_ValueKind kind, const ch
 	return MHD_YES;
 }
 
+/* The connect protocol's code for an HTTP status (connectrpc.com/docs/protocol). */
+static const char *connect_code(int status)
+{
+	switch (status) {
+	case 400: return "invalid_argument";
+	case 401: return "unauthenticated";
+	case 403: return "permission_denied";
+	case 413: return "resource_exhausted";
+	case 415: return "unimplemented";
+	case 503: return "unavailable";
+	}
+	return status == 422 ? "invalid_argument" : "internal";
+}
+
+/* POST /push.v1.PusherService/Push, as connect's unary call over protobuf: an empty
+ * PushResponse (no bytes), or connect's error JSON with its HTTP status. */
+static enum MHD_Result post_push(struct aggregator *g, struct MHD_Connection *c,
+				 struct request *rq)
+{
+	const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_CONTENT_TYPE);
+	int64_t start = agg_clock_ns();
+	cJSON *o, *e = NULL, *err_json;
+	char reply[1024], *s = NULL;
+	int status;
+
+	if (!type || (strncasecmp(type, "application/proto", 17) &&
+		      strncasecmp(type, "application/x-protobuf", 22))) {
+		atomic_fetch_add(&g->rejected[AGG_REJECT_VERSION], 1);
+		status = 415;
+		snprintf(reply, sizeof(reply), "{\"error\":\"Content-Type: application/proto\"}");
+	} else {
+		status = aggregator_pyroscope_push(g, g->insecure ? NULL : caller_token(g, c),
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_CONTENT_ENCODING),
+			rq->body, rq->len, reply, sizeof(reply));
+	}
+	agg_latency_observe(&g->ingest_latency, start);
+	if (status == 200)
+		return http_answer(c, 200, "application/proto", calloc(1, 1), 0);
+	o = cJSON_Parse(reply);
+	err_json = cJSON_CreateObject();
+	if (err_json && cJSON_AddStringToObject(err_json, "code", connect_code(status)) &&
+	    cJSON_AddStringToObject(err_json, "message",
+				    cJSON_GetStringValue(e = cJSON_GetObjectItem(o, "error")) ?
+				    e->valuestring : reply))
+		s = cJSON_PrintUnformatted(err_json);
+	cJSON_Delete(o);
+	cJSON_Delete(err_json);
+	return s ? http_answer(c, status, "application/json", s, strlen(s)) : MHD_NO;
+}
+
 static enum MHD_Result post_pyroscope(struct aggregator *g, struct MHD_Connection *c,
 				      struct request *rq)
 {
@@ -243,9 +295,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return post_batch(g, c, rq);
 	if (post && !strcmp(url, "/ingest"))
 		return post_pyroscope(g, c, rq);
+	if (post && !strcmp(url, "/push.v1.PusherService/Push"))
+		return post_push(g, c, rq);
 	if (!strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return get_path(g, c, url);
-	return http_answer_error(c, 405, "GET a path of the tree, or POST /v1/batches or /ingest");
+	return http_answer_error(c, 405, "GET a path of the tree, or POST /v1/batches, /ingest "
+				 "or /push.v1.PusherService/Push");
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
