@@ -60,7 +60,8 @@ static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c
 	return http_answer_json(c, status, reply);
 }
 
-/* A multipart/form-data body's `profile` field, as Pyroscope's agents send pprof. */
+/* A multipart/form-data body's `profile` field, as Pyroscope's agents send pprof (or `jfr`,
+ * pyroscope-java's). */
 struct form_field {
 	uint8_t *data;
 	size_t len;
@@ -75,7 +76,8 @@ static enum MHD_Result form_iterate(void *cls, enum MHD_ValueKind kind, const ch
 	struct form_field *f = cls;
 	uint8_t *bigger;
 
-	if (strcmp(key, "profile") || !size)
+	/* pyroscope-java's JFR comes as `jfr` (its `labels`, dynamic labels, are not kept) */
+	if ((strcmp(key, "profile") && strcmp(key, "jfr")) || !size)
 		return MHD_YES;
 	if (f->len + size > AGG_MAX_BODY) {
 		f->too_large = true;
@@ -173,7 +175,7 @@ static enum MHD_Result post_pyroscope(struct aggregator *g, struct MHD_Connectio
 			free(f.data);
 			atomic_fetch_add(&g->rejected[AGG_REJECT_MALFORMED], 1);
 			return http_answer_error(c, f.too_large ? 413 : 400,
-					    "multipart/form-data without a profile field");
+					    "multipart/form-data without a profile or jfr field");
 		}
 		MHD_destroy_post_processor(pp);
 		body = f.data;

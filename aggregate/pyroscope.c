@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include "aggregate/aggregator.h"
+#include "aggregate/jfr.h"
 #include "aggregate/pyroscope.h"
 #include "store/folded_parse.h"
 
@@ -326,6 +327,26 @@ static int parse_time(const char *v, int64_t dflt, int64_t *out)
 	return 0;
 }
 
+/* A JFR recording, gzip'd or not: its events say the types, whatever the name's suffix. */
+static int parse_jfr(struct pyro_push *ps, const struct pyro_series *s, const uint8_t *body,
+		     size_t len, int64_t sec, char *why, size_t why_size)
+{
+	uint8_t *raw = NULL;
+	size_t raw_len;
+	int err;
+
+	if (len >= 2 && body[0] == 0x1f && body[1] == 0x8b) {
+		err = wire_gunzip(body, len, AGG_MAX_INFLATED, &raw, &raw_len, why, why_size);
+		if (err)
+			return err;
+		body = raw;
+		len = raw_len;
+	}
+	err = jfr_parse(ps, s->app, body, len, sec, why, why_size);
+	free(raw);
+	return err;
+}
+
 /* folded bodies: the name's suffix says the type. */
 static int folded_type(const struct pyro_series *s, const char *units, int64_t *scale)
 {
@@ -438,12 +459,16 @@ int aggregator_pyroscope(struct aggregator *g, const struct token *k,
 		}
 	} else if (!strcmp(format, "pprof")) {
 		err = pyro_parse_pprof(&ps, s.app, body, len, from, &time_s, why, sizeof(why));
+	} else if (!strcmp(format, "jfr")) {
+		err = parse_jfr(&ps, &s, body, len, from, why, sizeof(why));
 	} else {
-		status = agg_reject(g, AGG_REJECT_MALFORMED, "format: folded or pprof", reply,
+		status = agg_reject(g, AGG_REJECT_MALFORMED, "format: folded, pprof or jfr", reply,
 				    reply_size);
 		goto out;
 	}
-	if (err)
+	if (err == -EINVAL && !strcmp(format, "jfr")) /* a recording that is not one */
+		status = agg_reject(g, AGG_REJECT_MALFORMED, why, reply, reply_size);
+	else if (err)
 		status = parse_refusal(g, err, why, reply, reply_size);
 	else
 		status = apply_series(g, node, &s, &ps, from, (uint32_t)(1000000000 / hz),
