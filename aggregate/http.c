@@ -1,7 +1,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,17 +319,10 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 		   struct agg_http **out, char *why, size_t why_size)
 {
 	struct agg_http *h = calloc(1, sizeof(*h));
-	struct sockaddr_storage ss = {0};
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
 	int err;
 
 	if (!h)
 		return -ENOMEM;
-	err = http_parse_listen(opt->listen, &ss, why, why_size);
-	if (err)
-		goto fail;
-	if (ss.ss_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
 	if (opt->tls_cert || opt->tls_key) {
 		h->cert = opt->tls_cert ? secret_file_read(opt->tls_cert) : NULL;
 		h->key = opt->tls_key ? secret_file_read(opt->tls_key) : NULL;
@@ -339,23 +331,14 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 			err = -EINVAL;
 			goto fail;
 		}
-		flags |= MHD_USE_TLS;
 	}
-	/* Without TLS the certificate option's place ends the list. */
-	h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, g,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_THREAD_POOL_SIZE, opt->threads ? opt->threads : 4,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-				h->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, h->cert,
-				MHD_OPTION_HTTPS_MEM_KEY, h->key,
-				MHD_OPTION_END);
-	if (!h->d) {
-		snprintf(why, why_size, "cannot serve on %s (in use? TLS files valid?)",
-			 opt->listen);
-		err = -EADDRINUSE;
+	err = http_start(&(struct http_listener){
+				.listen = opt->listen, .threads = opt->threads ? opt->threads : 4,
+				.timeout_s = 60, .cert = h->cert, .key = h->key,
+				.handle = handle, .completed = completed, .ctx = g },
+			 &h->d, NULL, why, why_size);
+	if (err)
 		goto fail;
-	}
 	*out = h;
 	return 0;
 fail:

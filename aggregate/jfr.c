@@ -143,39 +143,21 @@ static bool spend(struct jfr *j, struct rd *r)
 	return !r->bad;
 }
 
-static const struct cp_entry *cp_find(const struct jfr *j, uint64_t type, uint64_t key)
+static int cmp_cp(const void *a, const void *b)
 {
-	size_t lo = 0, hi = j->ncp;
+	const struct cp_entry *x = a, *y = b;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct cp_entry *e = &j->cp[mid];
-
-		if (e->type == type && e->key == key)
-			return e;
-		if (e->type < type || (e->type == type && e->key < key))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	if (x->type != y->type)
+		return x->type < y->type ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
 }
 
-static int class_index(const struct jfr *j, uint64_t id)
+/* The pools are sorted once indexed (parse_chunk). */
+static const struct cp_entry *cp_find(const struct jfr *j, uint64_t type, uint64_t key)
 {
-	size_t lo = 0, hi = j->nclasses;
+	const struct cp_entry k = { .type = type, .key = key };
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (j->by_id[mid].id == id)
-			return j->by_id[mid].index;
-		if (j->by_id[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return j->ncp ? bsearch(&k, j->cp, j->ncp, sizeof(k), cmp_cp) : NULL;
 }
 
 static int cmp_class_id(const void *a, const void *b)
@@ -183,6 +165,14 @@ static int cmp_class_id(const void *a, const void *b)
 	const struct class_id *x = a, *y = b;
 
 	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int class_index(const struct jfr *j, uint64_t id)
+{
+	const struct class_id key = { .id = id }, *c = j->nclasses ?
+		bsearch(&key, j->by_id, j->nclasses, sizeof(key), cmp_class_id) : NULL;
+
+	return c ? c->index : -1;
 }
 
 static int class_named(const struct jfr *j, const char *name)
@@ -498,14 +488,6 @@ static int parse_pool(struct jfr *j, struct rd *r)
 	return r->bad ? fail(j, "a constant pool is malformed") : 0;
 }
 
-static int cmp_cp(const void *a, const void *b)
-{
-	const struct cp_entry *x = a, *y = b;
-
-	if (x->type != y->type)
-		return x->type < y->type ? -1 : 1;
-	return x->key < y->key ? -1 : x->key > y->key;
-}
 
 /* ---- values through the pools --------------------------------------------------------- */
 

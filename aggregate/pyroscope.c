@@ -1,8 +1,9 @@
-/* Pyroscope's push API, so agents people already run (pyroscope-go, the npm @pyroscope/nodejs
- * client, Grafana Alloy...) feed the aggregator:
+/* Pyroscope's push APIs, so agents people already run (pyroscope-go, pyroscope-java, the npm
+ * @pyroscope/nodejs client, Grafana Alloy) feed the aggregator:
  *
- *   POST /ingest?name=APP[.TYPE]{k=v,...}&from=UNIX&until=UNIX&format=folded|pprof
+ *   POST /ingest?name=APP[.TYPE]{k=v,...}&from=UNIX&until=UNIX&format=folded|pprof|jfr
  *                &sampleRate=HZ&spyName=...
+ *   POST /push.v1.PusherService/Push          (a PushRequest: aggregate/pyroscope_push.c)
  *
  * A push becomes one batch of the token's node (a node token, e.g. `<token> node pyroscope`),
  * applied through the same checks and store as a node's: each series (app name and labels) is
@@ -14,7 +15,8 @@
  * Profile types: folded bodies take theirs from the name's suffix (cpu, itimer, wall: cpu;
  * alloc_space: alloc; alloc_objects; mutex_duration, block_duration: locks); pprof bodies
  * from their sample types (samples: cpu; alloc_space; alloc_objects; delay: locks). In-use
- * memory, goroutines and plain counts have no Aperture type: 422. */
+ * memory, goroutines and plain counts have no Aperture type: 422. JFR recordings from their
+ * events (aggregate/jfr.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -331,18 +333,11 @@ static int parse_time(const char *v, int64_t dflt, int64_t *out)
 static int parse_jfr(struct pyro_push *ps, const struct pyro_series *s, const uint8_t *body,
 		     size_t len, int64_t sec, char *why, size_t why_size)
 {
-	uint8_t *raw = NULL;
-	size_t raw_len;
-	int err;
+	uint8_t *raw;
+	int err = pyro_gunzip(&body, &len, AGG_MAX_INFLATED, &raw, why, why_size);
 
-	if (len >= 2 && body[0] == 0x1f && body[1] == 0x8b) {
-		err = wire_gunzip(body, len, AGG_MAX_INFLATED, &raw, &raw_len, why, why_size);
-		if (err)
-			return err;
-		body = raw;
-		len = raw_len;
-	}
-	err = jfr_parse(ps, s->app, body, len, sec, why, why_size);
+	if (!err)
+		err = jfr_parse(ps, s->app, body, len, sec, why, why_size);
 	free(raw);
 	return err;
 }

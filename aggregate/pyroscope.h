@@ -28,6 +28,11 @@ struct pyro_push {
 struct profile *pyro_push_profile(struct pyro_push *ps, enum target_profile t);
 void pyro_push_free(struct pyro_push *ps);
 
+/* A body gzip'd (by its magic) is inflated, at most max bytes, into *raw (the caller's to
+ * free), and *body and *len then name it; else *raw is NULL. wire_gunzip's errors. */
+int pyro_gunzip(const uint8_t **body, size_t *len, size_t max, uint8_t **raw, char *why,
+		size_t why_size);
+
 /* A pprof profile (gzip'd or not) into ps, each stack under the frame app, at second sec;
  * *time_s: the profile's own time (0: it says none). -EINVAL (not pprof, or a sample naming
  * a location it lacks), -ENOTSUP (no sample type Aperture keeps), -E2BIG, -ENOMEM; why says

@@ -18,6 +18,23 @@ struct profile *pyro_push_profile(struct pyro_push *ps, enum target_profile t)
 	return ps->p[t];
 }
 
+int pyro_gunzip(const uint8_t **body, size_t *len, size_t max, uint8_t **raw, char *why,
+		size_t why_size)
+{
+	size_t raw_len;
+	int err;
+
+	*raw = NULL;
+	if (*len < 2 || (*body)[0] != 0x1f || (*body)[1] != 0x8b)
+		return 0;
+	err = wire_gunzip(*body, *len, max, raw, &raw_len, why, why_size);
+	if (!err) {
+		*body = *raw;
+		*len = raw_len;
+	}
+	return err;
+}
+
 void pyro_push_free(struct pyro_push *ps)
 {
 	for (int t = 0; t < TARGET_PROFILE_NR; t++)
@@ -118,18 +135,13 @@ int pyro_parse_pprof(struct pyro_push *ps, const char *app, const uint8_t *body,
 	enum { MAX_DEPTH = 512 };
 	Perftools__Profiles__Profile *pp;
 	uint8_t *raw = NULL;
-	size_t raw_len = 0;
 	int col[TARGET_PROFILE_NR], found = 0, err = 0;
 	uint32_t ids[MAX_DEPTH];
 
 	*time_s = 0;
-	if (len >= 2 && body[0] == 0x1f && body[1] == 0x8b) {
-		err = wire_gunzip(body, len, PYRO_MAX_PPROF, &raw, &raw_len, why, why_size);
-		if (err)
-			return err;
-		body = raw;
-		len = raw_len;
-	}
+	err = pyro_gunzip(&body, &len, PYRO_MAX_PPROF, &raw, why, why_size);
+	if (err)
+		return err;
 	pp = perftools__profiles__profile__unpack(NULL, len, body);
 	free(raw);
 	if (!pp) {

@@ -1,11 +1,8 @@
-#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include "aggregate/tokens.h"
 #include "daemon/aperture.h"
@@ -82,52 +79,31 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	return tree_http_get(&h->th, NULL, c, url);
 }
 
-static bool is_loopback(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-	return ss->ss_family == AF_INET6 &&
-	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-}
-
 int node_http_start(struct aperture *a, const struct node_http_options *opt,
 		    struct node_http **out, char *why, size_t why_size)
 {
 	struct node_http *h = calloc(1, sizeof(*h));
-	struct sockaddr_storage ss = {0};
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-	int err;
+	int err = 0;
 
 	if (!h)
 		return -ENOMEM;
-	err = http_parse_listen(opt->listen, &ss, why, why_size);
+	if (opt->tokens)
+		err = tokens_load(opt->tokens, &h->tokens, why, why_size);
 	if (err)
 		goto fail;
-	if (opt->tokens) {
-		err = tokens_load(opt->tokens, &h->tokens, why, why_size);
-		if (err)
-			goto fail;
-	}
 	if (opt->node)
 		snprintf(h->node, sizeof(h->node), "%s", opt->node);
 	else if (gethostname(h->node, sizeof(h->node) - 1))
 		snprintf(h->node, sizeof(h->node), "localhost");
 	h->a = a;
-	h->loopback = is_loopback(&ss);
 	tree_init_live(&h->tree, a);
 	h->th = (struct tree_http){ .tree = &h->tree, .node = h->node };
-	if (ss.ss_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
 	/* Two threads: the page asks for a node's targets' status files at once. */
-	h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
-	if (!h->d) {
-		snprintf(why, why_size, "--http: cannot serve on %s (in use?)", opt->listen);
-		err = -EADDRINUSE;
+	err = http_start(&(struct http_listener){ .listen = opt->listen, .threads = 2,
+						  .timeout_s = 30, .handle = handle, .ctx = h },
+			 &h->d, &h->loopback, why, why_size);
+	if (err)
 		goto fail;
-	}
 	*out = h;
 	return 0;
 fail:

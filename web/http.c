@@ -1,6 +1,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +68,7 @@ const char *http_bearer(struct MHD_Connection *c)
 	return auth;
 }
 
-int http_parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
 		      size_t why_size)
 {
 	char host[256];
@@ -96,5 +98,45 @@ int http_parse_listen(const char *listen, struct sockaddr_storage *ss, char *why
 	}
 	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(ai);
+	return 0;
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	return ss->ss_family == AF_INET6 &&
+	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+int http_start(const struct http_listener *l, struct MHD_Daemon **out, bool *loopback,
+	       char *why, size_t why_size)
+{
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	struct sockaddr_storage ss = {0};
+	int err = parse_listen(l->listen, &ss, why, why_size);
+
+	if (err)
+		return err;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	if (l->cert)
+		flags |= MHD_USE_TLS;
+	/* Without TLS the certificate option's place ends the list. */
+	*out = MHD_start_daemon(flags, 0, NULL, NULL, l->handle, l->ctx,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				MHD_OPTION_THREAD_POOL_SIZE, l->threads,
+				MHD_OPTION_CONNECTION_TIMEOUT, l->timeout_s,
+				MHD_OPTION_NOTIFY_COMPLETED, l->completed, NULL,
+				l->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, l->cert,
+				MHD_OPTION_HTTPS_MEM_KEY, l->key,
+				MHD_OPTION_END);
+	if (!*out) {
+		snprintf(why, why_size, "cannot serve on %s (in use?%s)", l->listen,
+			 l->cert ? " TLS files valid?" : "");
+		return -EADDRINUSE;
+	}
+	if (loopback)
+		*loopback = is_loopback(&ss);
 	return 0;
 }

@@ -3,7 +3,8 @@
 services/<app>/; folded pushes land exactly as sent, counted once each; bad metadata is 400,
 an unknown token 401, a read token 403, an unusable profile 422, as Pyroscope answers.
 Grafana Alloy's push RPC (connect, protobuf) with messages built by Debian's python3-protobuf
-from our .proto, compiled by Debian's protoc."""
+from our .proto, compiled by Debian's protoc. pyroscope-java's JFR, with a recording the JDK's
+own Flight Recorder wrote of a program whose hot method the test knows."""
 import gzip
 import importlib
 import json
@@ -217,3 +218,54 @@ def test_alloy_push_rpc_lands_exactly_and_refuses_what_it_cannot_use(agg, pb):
         assert agg.get(f"/services/{svc}/cpu.folded", TOKENS["read"])[0] == 404
     assert folded(agg.get("/services/alloyapp/cpu.folded", TOKENS["read"])[1]) == {
         "alloyapp;main;work;hot": 140, "alloyapp;main;work;cold": 60}
+
+
+# Known split: hot() does three times the work of cold(); exits after argv[0] ms, and the
+# JDK's Flight Recorder writes its recording then.
+JFR_SPLIT = """
+public class JfrSplit {
+    static volatile long sink;
+    static long spin(long n) { long x = 1; for (long i = 0; i < n; i++) x = x * 31 + i; return x; }
+    static void hot() { sink = spin(3_000_000); }
+    static void cold() { sink = spin(1_000_000); }
+    public static void main(String[] a) {
+        long end = System.nanoTime() + Long.parseLong(a[0]) * 1_000_000L;
+        while (System.nanoTime() < end) { hot(); cold(); }
+    }
+}
+"""
+
+
+def test_pyroscope_java_jfr_counts_every_execution_sample(agg, scratch):
+    src = scratch / "jfr"
+    src.mkdir()
+    (src / "JfrSplit.java").write_text(JFR_SPLIT)
+    subprocess.run(["javac", "-d", str(src), str(src / "JfrSplit.java")], check=True)
+    rec = src / "rec.jfr"
+    subprocess.run(["java", f"-XX:StartFlightRecording=filename={rec},settings=profile",
+                    "-cp", str(src), "JfrSplit", "2000"], check=True, capture_output=True,
+                   timeout=60)
+    # the JDK's own count of the events
+    summary = subprocess.run(["jfr", "summary", str(rec)], check=True, capture_output=True,
+                             text=True).stdout
+    samples = int(next(l.split()[1] for l in summary.splitlines()
+                       if l.split()[:1] == ["jdk.ExecutionSample"]))
+    assert samples >= 50, summary
+    # as pyroscope-java sends it: multipart, the recording in field jfr
+    boundary = "aperture-jfr"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"jfr\"; filename=\"jfr\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + rec.read_bytes() + \
+        f"\r\n--{boundary}--\r\n".encode()
+    code, reply = ingest(agg, body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+                         name="javaapp{env=test}", format="jfr", **{"from": int(time.time())})
+    assert code == 200, reply
+    stacks = folded(agg.get("/services/javaapp/cpu.folded", TOKENS["read"])[1])
+    assert sum(stacks.values()) == samples, (sum(stacks.values()), samples)
+    hot = sum(n for s, n in stacks.items() if "JfrSplit.hot" in s.split(";"))
+    assert hot > samples / 2, stacks
+    assert all(s.startswith("javaapp;") for s in stacks), stacks
+    # a recording cut short is refused, clearly, and nothing of it kept
+    code, reply = ingest(agg, rec.read_bytes()[:len(rec.read_bytes()) // 2], name="javacut",
+                         format="jfr")
+    assert code == 400 and b"JFR" in reply, reply
+    assert agg.get("/services/javacut/cpu.folded", TOKENS["read"])[0] == 404

@@ -1,20 +1,10 @@
 /* The push RPC's body (Grafana Alloy's pyroscope.write) is the aggregator's untrusted input:
  * any bytes must decode into series whose profiles hold only what they said, or fail with a
- * reason. The decode needs no aggregator; its only tie to the tree is the profiles' units,
- * given here as fs/tree.c has them. */
+ * reason. The decode needs no aggregator; its only tie to the tree is the profiles' units
+ * (tree_units.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include "aggregate/pyroscope.h"
-#include "fs/tree.h"
-
-const struct tree_profile tree_profiles[TARGET_PROFILE_NR] = {
-	[TARGET_PROFILE_CPU] = { .unit = "samples" },
-	[TARGET_PROFILE_JVM_ALLOC] = { .unit = "bytes" },
-	[TARGET_PROFILE_JVM_ALLOC_OBJECTS] = { .unit = "samples" },
-	[TARGET_PROFILE_JVM_MONITORS] = { .unit = "microseconds" },
-	[TARGET_PROFILE_OFFCPU] = { .unit = "microseconds" },
-	[TARGET_PROFILE_LOCKS] = { .unit = "microseconds" },
-};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
