@@ -9,11 +9,13 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
 from fleet import Aggregator, batch, free_port, syncing_node
-from helpers import BUILD, parse_folded, read, wait_for, write
+from helpers import BUILD, Daemon, parse_folded, read, wait_for, write
 from test_waits import Waits
 
 NODE_MODULES = "/usr/local/lib/aperture-tests/node_modules"
@@ -149,3 +151,31 @@ def test_the_node_serves_the_page_over_its_own_tree(fleet, workloads, scratch):
     assert {"b", "c", "burn_[i]"} <= set(seen["flame_names"]), seen["flame_names"][:20]
     assert parse_folded(seen["download"]) == truth
     assert (OUT / "node-flame.png").stat().st_size > 1000
+
+
+def test_the_nodes_listener_asks_a_token_when_given_tokens(scratch):
+    """--http-tokens: stack data only for a token that reads this node; /metrics and the
+    page's files without one."""
+    (scratch / "http-tokens").write_text("tok-all read *\ntok-n2 node web2\ntok-n3 node web3\n")
+    (scratch / "tokmnt").mkdir()
+    port = free_port()
+    d = Daemon(scratch / "tokmnt", scratch / "tok.log",
+               args=["--node", "web2", "--http", f"127.0.0.1:{port}", "--http-tokens",
+                     str(scratch / "http-tokens")]).start()
+
+    def code(path, token=None):
+        rq = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                    headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with urllib.request.urlopen(rq, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+    try:
+        assert code("/nodes/") == 401 and code("/nodes/", "nope") == 401
+        assert code("/nodes/web2/status", "tok-n3") == 403
+        assert code("/nodes/", "tok-all") == 200 and code("/nodes/web2/status", "tok-n2") == 200
+        assert code("/metrics") == 200 and code("/ui/app.js") == 200
+        d.stop()
+    finally:
+        d.kill()
