@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 #include "aggregate/jfr.h"
 
 #define JFR_HEADER 68
@@ -583,8 +584,8 @@ static void frame_name(struct jfr *j, struct rd frame, int frame_cls, char *out,
 }
 
 /* The stack trace an event's field stackTrace names, root first under app, into ids. */
-static int event_stack(struct jfr *j, struct rd ev, int ev_cls, struct profile *p,
-		       const char *app, uint32_t *ids, size_t *depth)
+static int resolve_stack(struct jfr *j, struct rd ev, int ev_cls, struct profile *p,
+			 const char *app, uint32_t *ids, size_t *depth)
 {
 	static const char *const path[] = { "stackTrace", NULL };
 	const struct field *frames, *tf;
@@ -636,6 +637,55 @@ static int event_stack(struct jfr *j, struct rd ev, int ev_cls, struct profile *
 	return err;
 }
 
+/* Stacks already named in one profile, by their constant pool key: a recording refers to a
+ * few thousand stacks from many more events. */
+struct stack_cache {
+	uint64_t key;
+	uint32_t depth;
+	uint32_t *ids;
+	UT_hash_handle hh;
+};
+
+static void stack_cache_free(struct stack_cache **cache)
+{
+	struct stack_cache *c, *tmp;
+
+	HASH_ITER(hh, *cache, c, tmp) {
+		HASH_DEL(*cache, c);
+		free(c);
+	}
+}
+
+static int event_stack(struct jfr *j, struct rd ev, int ev_cls, struct stack_cache **cache,
+		       struct profile *p, const char *app, uint32_t *ids, size_t *depth)
+{
+	struct rd t = ev;
+	const struct field *f = seek_field(j, &t, ev_cls, "stackTrace");
+	struct stack_cache *c;
+	uint64_t key;
+	int err;
+
+	if (!f || !f->cp || f->array)
+		return resolve_stack(j, ev, ev_cls, p, app, ids, depth);
+	key = rd_varint(&t);
+	HASH_FIND(hh, *cache, &key, sizeof(key), c);
+	if (c) {
+		memcpy(ids, c->ids, c->depth * sizeof(*ids));
+		*depth = c->depth;
+		return 0;
+	}
+	err = resolve_stack(j, ev, ev_cls, p, app, ids, depth);
+	if (err)
+		return err;
+	c = malloc(sizeof(*c) + *depth * sizeof(*ids));
+	if (!c)
+		return -ENOMEM;
+	*c = (struct stack_cache){ .key = key, .depth = *depth, .ids = (uint32_t *)(c + 1) };
+	memcpy(c->ids, ids, *depth * sizeof(*ids));
+	HASH_ADD(hh, *cache, key, sizeof(c->key), c);
+	return 0;
+}
+
 /* The integer field name of an event, or 0. */
 static uint64_t event_long(struct jfr *j, struct rd ev, int cls, const char *name)
 {
@@ -653,6 +703,8 @@ static int parse_events(struct jfr *j, struct pyro_push *ps, const char *app, in
 			uint64_t *kept)
 {
 	enum { CPU, NEW_TLAB, OUTSIDE_TLAB, NR };
+	/* by profile: cpu, alloc_objects, alloc */
+	struct stack_cache *cache[3] = {0};
 	struct kept_event ev[NR] = {
 		[CPU] = { "jdk.ExecutionSample" }, [NEW_TLAB] = { "jdk.ObjectAllocationInNewTLAB" },
 		[OUTSIDE_TLAB] = { "jdk.ObjectAllocationOutsideTLAB" },
@@ -670,8 +722,10 @@ static int parse_events(struct jfr *j, struct pyro_push *ps, const char *app, in
 		size_t depth;
 		int k;
 
-		if (r.bad || size < 2 || size > (uint64_t)(r.end - start))
-			return fail(j, "an event's size runs past its chunk");
+		if (r.bad || size < 2 || size > (uint64_t)(r.end - start)) {
+			err = fail(j, "an event's size runs past its chunk");
+			break;
+		}
 		body = (struct rd){ .p = r.p, .end = start + size };
 		type = rd_varint(&body);
 		r.p = start + size;
@@ -683,7 +737,8 @@ static int parse_events(struct jfr *j, struct pyro_push *ps, const char *app, in
 		if (k == CPU) {
 			struct profile *p = pyro_push_profile(ps, TARGET_PROFILE_CPU);
 
-			err = p ? event_stack(j, body, ev[k].cls, p, app, ids, &depth) : -ENOMEM;
+			err = p ? event_stack(j, body, ev[k].cls, &cache[0], p, app, ids, &depth) :
+				  -ENOMEM;
 			if (!err)
 				err = profile_add(p, sec, ids, depth, 1);
 		} else {
@@ -692,16 +747,20 @@ static int parse_events(struct jfr *j, struct pyro_push *ps, const char *app, in
 			struct profile *b = pyro_push_profile(ps, TARGET_PROFILE_JVM_ALLOC);
 			struct profile *o = pyro_push_profile(ps, TARGET_PROFILE_JVM_ALLOC_OBJECTS);
 
-			err = b && o ? event_stack(j, body, ev[k].cls, o, app, ids, &depth) : -ENOMEM;
+			err = b && o ? event_stack(j, body, ev[k].cls, &cache[1], o, app, ids,
+						   &depth) : -ENOMEM;
 			if (!err)
 				err = profile_add(o, sec, ids, depth, 1);
 			if (!err && bytes)
-				err = event_stack(j, body, ev[k].cls, b, app, ids, &depth);
+				err = event_stack(j, body, ev[k].cls, &cache[2], b, app, ids,
+						  &depth);
 			if (!err && bytes)
 				err = profile_add(b, sec, ids, depth, bytes);
 		}
 		(*kept)++;
 	}
+	for (int i = 0; i < 3; i++)
+		stack_cache_free(&cache[i]);
 	return err;
 }
 
