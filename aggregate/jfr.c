@@ -702,12 +702,18 @@ struct kept_event {
 static int parse_events(struct jfr *j, struct pyro_push *ps, const char *app, int64_t sec,
 			uint64_t *kept)
 {
-	enum { CPU, NEW_TLAB, OUTSIDE_TLAB, NR };
+	enum { CPU, NEW_TLAB, OUTSIDE_TLAB, ALLOC_SAMPLE, NR };
+	/* the bytes each allocation event stands for */
+	static const char *const bytes_field[NR] = {
+		[NEW_TLAB] = "tlabSize", [OUTSIDE_TLAB] = "allocationSize",
+		[ALLOC_SAMPLE] = "weight",
+	};
 	/* by profile: cpu, alloc_objects, alloc */
 	struct stack_cache *cache[3] = {0};
 	struct kept_event ev[NR] = {
 		[CPU] = { "jdk.ExecutionSample" }, [NEW_TLAB] = { "jdk.ObjectAllocationInNewTLAB" },
 		[OUTSIDE_TLAB] = { "jdk.ObjectAllocationOutsideTLAB" },
+		[ALLOC_SAMPLE] = { "jdk.ObjectAllocationSample" }, /* JDK 16+, throttled */
 	};
 	struct rd r = { .p = j->chunk + JFR_HEADER, .end = j->chunk + j->chunk_len };
 	uint32_t ids[JFR_MAX_FRAMES];
@@ -742,8 +748,7 @@ static int parse_events(struct jfr *j, struct pyro_push *ps, const char *app, in
 			if (!err)
 				err = profile_add(p, sec, ids, depth, 1);
 		} else {
-			uint64_t bytes = event_long(j, body, ev[k].cls, k == NEW_TLAB ? "tlabSize" :
-						    "allocationSize");
+			uint64_t bytes = event_long(j, body, ev[k].cls, bytes_field[k]);
 			struct profile *b = pyro_push_profile(ps, TARGET_PROFILE_JVM_ALLOC);
 			struct profile *o = pyro_push_profile(ps, TARGET_PROFILE_JVM_ALLOC_OBJECTS);
 

@@ -1,7 +1,8 @@
 /* Java Flight Recorder recordings into profiles (aggregate/jfr.c), for pyroscope-java's
  * POST /ingest?format=jfr: jdk.ExecutionSample -> cpu (one sample each);
- * jdk.ObjectAllocationInNewTLAB (its TLAB's size) and jdk.ObjectAllocationOutsideTLAB (the
- * object's size) -> alloc bytes, and one alloc_objects sample each. */
+ * jdk.ObjectAllocationInNewTLAB (its TLAB's size), jdk.ObjectAllocationOutsideTLAB (the
+ * object's size) and jdk.ObjectAllocationSample (its weight) -> alloc bytes, and one
+ * alloc_objects sample each. */
 #ifndef APERTURE_AGGREGATE_JFR_H
 #define APERTURE_AGGREGATE_JFR_H
 
