@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from fleet import Aggregator, batch, free_port, syncing_node
-from helpers import BUILD, Daemon, parse_folded, read, wait_for, write
+from helpers import BUILD, Daemon, parse_folded, parse_status, read, wait_for, write
 from test_waits import Waits
 
 NODE_MODULES = "/usr/local/lib/aperture-tests/node_modules"
@@ -141,8 +141,10 @@ def test_the_node_serves_the_page_over_its_own_tree(fleet, workloads, scratch):
     write(node.target(split.pid) / "enable", "1")
     wait_for(lambda: sum(n for s, n in parse_folded(read(node.target(split.pid) / "cpu.folded"))
                          .items() if "b" in s) >= 50, 30, "samples of b on the node")
-    # stopped, so the page and the file show the same, final profile
+    # stopped (past "stopping": its data final), so the page and the file show the same
     write(node.target(split.pid) / "enable", "0")
+    wait_for(lambda: parse_status(read(node.target(split.pid) / "status"))["state"] ==
+             "disabled", 10, "the target's collection to stop")
     truth = parse_folded(read(node.target(split.pid) / "cpu.folded"))
     seen = run_page({"url": node.http, "node": "web1", "pid": split.pid, "node_page": True,
                      "out": str(OUT)}, scratch, "web-node.json")
