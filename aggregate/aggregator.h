@@ -96,21 +96,11 @@ struct agg_pyroscope_query {
 int aggregator_pyroscope(struct aggregator *g, const struct token *k,
 			 const struct agg_pyroscope_query *q, const uint8_t *body, size_t len,
 			 char *reply, size_t reply_size);
-
-/* GET /compare (aggregate/compare.c): type's profile of path over range against base_path's
- * over base_range (directories of the tree: a target or a service). */
-struct agg_compare {
-	const char *base_path, *path;
-	struct tree_range base_range, range;
-	enum target_profile type;
-	bool svg; /* else folded: `stack BASE NOW` */
-};
-int aggregator_compare(struct aggregator *g, const struct agg_compare *c, char **data,
-		       size_t *len);
-
-/* A time range as the window file and ?last= take it: N seconds (1..604800, into *last_s)
- * or FROM..UNTIL unix seconds (into *r). -EINVAL or -ERANGE. */
-int agg_parse_range(const char *s, struct tree_range *r, int64_t *last_s);
+/* Pyroscope's push RPC (POST /push.v1.PusherService/Push): body a PushRequest, inflated
+ * first when encoding is gzip. The HTTP status, and the JSON answer as above. */
+int aggregator_pyroscope_push(struct aggregator *g, const struct token *k,
+			      const char *encoding, const uint8_t *body, size_t len,
+			      char *reply, size_t reply_size);
 
 extern const char *const agg_reject_names[AGG_REJECT_NR];
 

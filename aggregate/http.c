@@ -1,7 +1,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,8 @@
 #include "aggregate/aggregator.h"
 #include "aggregate/http.h"
 #include "fs/tree.h"
+#include "web/http.h"
+#include "web/tree_http.h"
 
 struct agg_http {
 	struct MHD_Daemon *d;
@@ -22,69 +23,17 @@ struct request {
 	bool too_large;
 };
 
-enum MHD_Result agg_http_answer(struct MHD_Connection *c, unsigned status, const char *type,
-				char *data, size_t len)
-{
-	struct MHD_Response *r = data ? MHD_create_response_from_buffer(len, data,
-									MHD_RESPMEM_MUST_FREE) : NULL;
-	enum MHD_Result ret;
-
-	if (!r) {
-		free(data);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	MHD_add_response_header(r, "Cache-Control", "no-store");
-	/* The page talks to this server only: the browser enforces it. */
-	if (!strncmp(type, "text/html", 9))
-		MHD_add_response_header(r, "Content-Security-Policy",
-					"default-src 'self'; img-src 'self' data: blob:; "
-					"frame-ancestors 'none'");
-	if (status == 503 || status == 429)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
-	if (status == 401)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-					"Bearer realm=\"aperture\"");
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-static enum MHD_Result answer_json(struct MHD_Connection *c, unsigned status, const char *json)
-{
-	char *copy = strdup(json);
-
-	return copy ? agg_http_answer(c, status, "application/json", copy, strlen(copy)) : MHD_NO;
-}
-
-static enum MHD_Result answer_error(struct MHD_Connection *c, unsigned status, const char *why)
-{
-	cJSON *o = cJSON_CreateObject();
-	char *s = NULL;
-
-	if (o && cJSON_AddStringToObject(o, "error", why))
-		s = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	return s ? agg_http_answer(c, status, "application/json", s, strlen(s)) : MHD_NO;
-}
-
 static enum MHD_Result answer_too_large(struct aggregator *g, struct MHD_Connection *c)
 {
 	atomic_fetch_add(&g->rejected[AGG_REJECT_TOO_LARGE], 1);
-	return answer_error(c, 413, "request body larger than the aggregator reads");
+	return http_answer_error(c, 413, "request body larger than the aggregator reads");
 }
 
 static const struct token *caller_token(struct aggregator *g, struct MHD_Connection *c)
 {
-	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						       MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *bearer = http_bearer(c);
 
-	if (!auth || strncasecmp(auth, "Bearer ", 7))
-		return NULL;
-	auth += 7;
-	while (*auth == ' ')
-		auth++;
-	return tokens_find(g->tokens, auth);
+	return bearer ? tokens_find(g->tokens, bearer) : NULL;
 }
 
 static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c,
@@ -98,7 +47,7 @@ static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c
 
 	if (enc && strcasecmp(enc, "gzip")) {
 		atomic_fetch_add(&g->rejected[AGG_REJECT_VERSION], 1);
-		return answer_error(c, 415, "Content-Encoding must be gzip");
+		return http_answer_error(c, 415, "Content-Encoding must be gzip");
 	}
 	status = aggregator_ingest(g, caller_token(g, c),
 				   MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -107,10 +56,11 @@ static enum MHD_Result post_batch(struct aggregator *g, struct MHD_Connection *c
 							       "X-Aperture-Batch-Version"),
 				   rq->body, rq->len, reply, sizeof(reply));
 	agg_latency_observe(&g->ingest_latency, start);
-	return answer_json(c, status, reply);
+	return http_answer_json(c, status, reply);
 }
 
-/* A multipart/form-data body's `profile` field, as Pyroscope's agents send pprof. */
+/* A multipart/form-data body's `profile` field, as Pyroscope's agents send pprof (or `jfr`,
+ * pyroscope-java's). */
 struct form_field {
 	uint8_t *data;
 	size_t len;
@@ -125,7 +75,8 @@ static enum MHD_Result form_iterate(void *cls, enum MHD_ValueKind kind, const ch
 	struct form_field *f = cls;
 	uint8_t *bigger;
 
-	if (strcmp(key, "profile") || !size)
+	/* pyroscope-java's JFR comes as `jfr` (its `labels`, dynamic labels, are not kept) */
+	if ((strcmp(key, "profile") && strcmp(key, "jfr")) || !size)
 		return MHD_YES;
 	if (f->len + size > AGG_MAX_BODY) {
 		f->too_large = true;
@@ -138,6 +89,58 @@ static enum MHD_Result form_iterate(void *cls, enum MHD_ValueKind kind, const ch
 	memcpy(f->data + f->len, data, size);
 	f->len += size;
 	return MHD_YES;
+}
+
+/* The connect protocol's code for an HTTP status (connectrpc.com/docs/protocol). */
+static const char *connect_code(int status)
+{
+	switch (status) {
+	case 400: return "invalid_argument";
+	case 401: return "unauthenticated";
+	case 403: return "permission_denied";
+	case 413: return "resource_exhausted";
+	case 415: return "unimplemented";
+	case 503: return "unavailable";
+	}
+	return status == 422 ? "invalid_argument" : "internal";
+}
+
+/* POST /push.v1.PusherService/Push, as connect's unary call over protobuf: an empty
+ * PushResponse (no bytes), or connect's error JSON with its HTTP status. */
+static enum MHD_Result post_push(struct aggregator *g, struct MHD_Connection *c,
+				 struct request *rq)
+{
+	const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_CONTENT_TYPE);
+	int64_t start = agg_clock_ns();
+	cJSON *o, *e = NULL, *err_json;
+	char reply[1024], *s = NULL;
+	int status;
+
+	if (!type || (strncasecmp(type, "application/proto", 17) &&
+		      strncasecmp(type, "application/x-protobuf", 22))) {
+		atomic_fetch_add(&g->rejected[AGG_REJECT_VERSION], 1);
+		status = 415;
+		snprintf(reply, sizeof(reply), "{\"error\":\"Content-Type: application/proto\"}");
+	} else {
+		status = aggregator_pyroscope_push(g, g->insecure ? NULL : caller_token(g, c),
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_CONTENT_ENCODING),
+			rq->body, rq->len, reply, sizeof(reply));
+	}
+	agg_latency_observe(&g->ingest_latency, start);
+	if (status == 200)
+		return http_answer(c, 200, "application/proto", calloc(1, 1), 0);
+	o = cJSON_Parse(reply);
+	err_json = cJSON_CreateObject();
+	if (err_json && cJSON_AddStringToObject(err_json, "code", connect_code(status)) &&
+	    cJSON_AddStringToObject(err_json, "message",
+				    cJSON_GetStringValue(e = cJSON_GetObjectItem(o, "error")) ?
+				    e->valuestring : reply))
+		s = cJSON_PrintUnformatted(err_json);
+	cJSON_Delete(o);
+	cJSON_Delete(err_json);
+	return s ? http_answer(c, status, "application/json", s, strlen(s)) : MHD_NO;
 }
 
 static enum MHD_Result post_pyroscope(struct aggregator *g, struct MHD_Connection *c,
@@ -170,8 +173,8 @@ static enum MHD_Result post_pyroscope(struct aggregator *g, struct MHD_Connectio
 				MHD_destroy_post_processor(pp);
 			free(f.data);
 			atomic_fetch_add(&g->rejected[AGG_REJECT_MALFORMED], 1);
-			return answer_error(c, f.too_large ? 413 : 400,
-					    "multipart/form-data without a profile field");
+			return http_answer_error(c, f.too_large ? 413 : 400,
+					    "multipart/form-data without a profile or jfr field");
 		}
 		MHD_destroy_post_processor(pp);
 		body = f.data;
@@ -182,33 +185,19 @@ static enum MHD_Result post_pyroscope(struct aggregator *g, struct MHD_Connectio
 	status = aggregator_pyroscope(g, k, &q, body, len, reply, sizeof(reply));
 	free(f.data);
 	agg_latency_observe(&g->ingest_latency, start);
-	return answer_json(c, status, reply);
-}
-
-static const char *content_type(const char *path)
-{
-	const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
-
-	if (!dot || (slash && dot < slash))
-		return "text/plain; charset=utf-8";
-	if (!strcmp(dot, ".json"))
-		return "application/json";
-	if (!strcmp(dot, ".svg"))
-		return "image/svg+xml";
-	if (!strcmp(dot, ".pprof"))
-		return "application/octet-stream";
-	return "text/plain; charset=utf-8";
+	return http_answer_json(c, status, reply);
 }
 
 /* The scope a path names, "nodes/<n>" or "services/<s>": the token must cover it. */
-static bool may_read(struct aggregator *g, const struct token *k, const char *path)
+static bool may_read(void *ctx, const void *caller, const char *path)
 {
+	struct aggregator *g = ctx;
+	const struct token *k = caller;
 	char kind[16], name[256];
-	int n = 0;
 
 	if (g->insecure || token_reads_all(k))
 		return true;
-	if (sscanf(path, "/%15[^/]/%255[^/]%n", kind, name, &n) != 2)
+	if (sscanf(path, "/%15[^/]/%255[^/]", kind, name) != 2)
 		return true; /* the root and its files: no stack data */
 	if (!strcmp(kind, "nodes"))
 		return token_reads_node(k, name);
@@ -217,208 +206,34 @@ static bool may_read(struct aggregator *g, const struct token *k, const char *pa
 	return true;
 }
 
-struct listing {
-	struct aggregator *g;
-	const struct token *k;
-	int scopes;      /* -1, or the kind of scope directories listed */
-	cJSON *entries;
-};
-
-static int listing_add(void *ctx, const char *name, uint64_t ino, mode_t mode)
+static bool may_list(void *ctx, const void *caller, int kind, const char *name)
 {
-	struct listing *l = ctx;
-	cJSON *e;
+	struct aggregator *g = ctx;
+	const struct token *k = caller;
 
-	if (l->scopes >= 0 && !l->g->insecure && !token_reads_all(l->k) &&
-	    !(l->scopes == AGG_SCOPE_NODE ? token_reads_node(l->k, name) :
-	      token_reads_service(l->k, name)))
-		return 0; /* out of the token's scope: not even its name */
-	e = cJSON_CreateObject();
-	if (!e || !cJSON_AddStringToObject(e, "name", name) ||
-	    !cJSON_AddStringToObject(e, "type", S_ISDIR(mode) ? "dir" : "file")) {
-		cJSON_Delete(e);
-		return -ENOMEM;
-	}
-	cJSON_AddItemToArray(l->entries, e);
-	return 0;
-}
-
-static enum MHD_Result get_dir(struct aggregator *g, struct MHD_Connection *c,
-			       const struct token *k, const char *path, const struct node_ref *ref)
-{
-	struct listing l = { .g = g, .k = k, .scopes = -1 };
-	cJSON *o = cJSON_CreateObject();
-	char *s = NULL;
-	int err = -ENOMEM;
-
-	if (ref->node->dynamic == NODE_SCOPES)
-		l.scopes = ref->node->arg;
-	if (o && cJSON_AddStringToObject(o, "path", path) &&
-	    (l.entries = cJSON_AddArrayToObject(o, "entries")))
-		err = tree_list(&g->tree, ref, listing_add, &l);
-	if (!err)
-		s = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (!s)
-		return answer_error(c, err == -EIO ? 503 : 500, strerror(err ? -err : ENOMEM));
-	return agg_http_answer(c, 200, "application/json", s, strlen(s));
-}
-
-/* ?last= or ?from=&until= (with a prefix: ?base_last=...): none set is everything kept. */
-static int query_range(struct MHD_Connection *c, const char *prefix, struct tree_range *r,
-		       char *why, size_t why_size)
-{
-	char kl[32], kf[32], ku[32];
-	const char *last, *from, *until;
-	char spec[64];
-	int64_t last_s;
-	int err;
-
-	snprintf(kl, sizeof(kl), "%slast", prefix);
-	snprintf(kf, sizeof(kf), "%sfrom", prefix);
-	snprintf(ku, sizeof(ku), "%suntil", prefix);
-	last = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, kl);
-	from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, kf);
-	until = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, ku);
-	*r = (struct tree_range){0};
-	if (!last && !from && !until)
-		return 0;
-	if (last && (from || until)) {
-		snprintf(why, why_size, "give last, or from and until, not both");
-		return -EINVAL;
-	}
-	if (last) {
-		err = agg_parse_range(last, r, &last_s);
-		if (!err && !last_s)
-			err = -EINVAL;
-		if (err) {
-			snprintf(why, why_size, "last=%s: seconds, 1..604800", last);
-			return err;
-		}
-		int64_t now = time(NULL);
-
-		*r = (struct tree_range){ .from = now - last_s + 1, .until = now, .set = true };
-		return 0;
-	}
-	snprintf(spec, sizeof(spec), "%s..%s", from ? from : "0",
-		 until ? until : "4102444800"); /* 2100-01-01: no end */
-	err = agg_parse_range(spec, r, &last_s);
-	if (err || !r->set) {
-		snprintf(why, why_size, "from and until: unix seconds, from <= until");
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* GET /compare?type=cpu&base=PATH&path=PATH&format=folded|svg, each range as ?last= or
- * ?from=&until= (the base's prefixed base_): both paths directories of the tree, both
- * readable by the token. */
-static enum MHD_Result get_compare(struct aggregator *g, struct MHD_Connection *c,
-				   const struct token *k)
-{
-#define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
-	const char *type = ARG("type"), *format = ARG("format");
-	struct agg_compare cmp = { .base_path = ARG("base"), .path = ARG("path") };
-#undef ARG
-	char why[256], *data;
-	size_t len;
-	int t, err;
-
-	t = tree_profile_by_name(type ? type : "cpu");
-	if (t < 0 || !cmp.base_path || !cmp.path || cmp.base_path[0] != '/' ||
-	    cmp.path[0] != '/' || (format && strcmp(format, "folded") && strcmp(format, "svg")))
-		return answer_error(c, 400, "want type=cpu|offcpu|locks|alloc|alloc_objects|"
-				    "monitors, base=PATH, path=PATH, format=folded|svg");
-	if (!may_read(g, k, cmp.base_path) || !may_read(g, k, cmp.path))
-		return answer_error(c, 403, "this token may not read that node or service");
-	if (query_range(c, "", &cmp.range, why, sizeof(why)) ||
-	    query_range(c, "base_", &cmp.base_range, why, sizeof(why)))
-		return answer_error(c, 400, why);
-	cmp.type = t;
-	cmp.svg = format && !strcmp(format, "svg");
-	err = aggregator_compare(g, &cmp, &data, &len);
-	if (err) {
-		atomic_fetch_add(&g->read_errors, 1);
-		return answer_error(c, err == -ENOENT ? 404 : err == -EIO ? 503 : 500,
-				    err == -ENOENT ? "base and path: a target's or a service's "
-				    "directory" : strerror(-err));
-	}
-	if (!data)
-		data = calloc(1, 1);
-	return agg_http_answer(c, 200, cmp.svg ? "image/svg+xml" : "text/plain; charset=utf-8", data,
-		      len);
-}
-
-extern const char agg_web_index_html[], agg_web_app_js[], agg_web_app_css[];
-
-/* The page's files: a browser asking for / gets a page over this same API; it holds no data
- * itself, so it needs no token. NULL when path is none of them. */
-static const char *page_file(struct MHD_Connection *c, const char *path, const char **type)
-{
-	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							 MHD_HTTP_HEADER_ACCEPT);
-
-	if (!strcmp(path, "/") && accept && strstr(accept, "text/html")) {
-		*type = "text/html; charset=utf-8";
-		return agg_web_index_html;
-	}
-	if (!strcmp(path, "/ui/app.js")) {
-		*type = "text/javascript; charset=utf-8";
-		return agg_web_app_js;
-	}
-	if (!strcmp(path, "/ui/app.css")) {
-		*type = "text/css; charset=utf-8";
-		return agg_web_app_css;
-	}
-	return NULL;
+	return g->insecure || token_reads_all(k) ||
+	       (kind == AGG_SCOPE_NODE ? token_reads_node(k, name) :
+		token_reads_service(k, name));
 }
 
 static enum MHD_Result get_path(struct aggregator *g, struct MHD_Connection *c,
 				const char *path)
 {
 	const struct token *k = g->insecure ? NULL : caller_token(g, c);
-	struct tree_range range;
-	struct node_ref ref;
-	const char *page, *type;
-	char why[256], *data;
-	size_t len;
-	int err;
+	const struct tree_http h = { .tree = &g->tree, .may_read = may_read,
+				     .may_list = may_list, .ctx = g, .reads = &g->reads,
+				     .read_errors = &g->read_errors };
+	enum MHD_Result ret;
 
-	atomic_fetch_add(&g->reads, 1);
-	page = page_file(c, path, &type);
-	if (page) {
-		data = strdup(page);
-		return data ? agg_http_answer(c, 200, type, data, strlen(data)) : MHD_NO;
+	if (tree_http_page(c, path, &ret)) {
+		atomic_fetch_add(&g->reads, 1);
+		return ret;
 	}
-	if (!g->insecure && !k)
-		return answer_error(c, 401, "missing or unknown bearer token");
-	if (!strcmp(path, "/compare"))
-		return get_compare(g, c, k);
-	if (!may_read(g, k, path))
-		return answer_error(c, 403, "this token may not read that node or service");
-	if (query_range(c, "", &range, why, sizeof(why)))
-		return answer_error(c, 400, why);
-	err = tree_walk(&g->tree, path, &ref);
-	if (err) {
-		atomic_fetch_add(&g->read_errors, 1);
-		return answer_error(c, err == -EIO ? 503 : 404,
-				    err == -EIO ? "the store failed" : "no such file");
+	if (!g->insecure && !k) {
+		atomic_fetch_add(&g->reads, 1);
+		return http_answer_error(c, 401, "missing or unknown bearer token");
 	}
-	ref.range = range;
-	if (S_ISDIR(ref.node->mode))
-		return get_dir(g, c, k, path, &ref);
-	err = tree_render(&g->tree, &ref, &data, &len);
-	if (err) {
-		atomic_fetch_add(&g->read_errors, 1);
-		snprintf(why, sizeof(why), "%s: %s", path, err == -EIO ?
-			 "the store failed (its error is in the aggregator's log); retry later" :
-			 strerror(-err));
-		return answer_error(c, err == -ENOENT ? 404 : err == -EIO ? 503 : 500, why);
-	}
-	/* An empty file is a valid answer; libmicrohttpd wants a buffer all the same. */
-	if (!data)
-		data = calloc(1, 1);
-	return agg_http_answer(c, 200, content_type(path), data, len);
+	return tree_http_get(&h, k, c, path);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -481,9 +296,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return post_batch(g, c, rq);
 	if (post && !strcmp(url, "/ingest"))
 		return post_pyroscope(g, c, rq);
+	if (post && !strcmp(url, "/push.v1.PusherService/Push"))
+		return post_push(g, c, rq);
 	if (!strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return get_path(g, c, url);
-	return answer_error(c, 405, "GET a path of the tree, or POST /v1/batches or /ingest");
+	return http_answer_error(c, 405, "GET a path of the tree, or POST /v1/batches, /ingest "
+				 "or /push.v1.PusherService/Push");
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -497,54 +315,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
-int http_parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
-		      size_t why_size)
-{
-	char host[256];
-	const char *colon = strrchr(listen, ':');
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				  .ai_socktype = SOCK_STREAM }, *ai;
-	size_t hl;
-
-	if (!colon || colon == listen) {
-		snprintf(why, why_size, "--listen %s: ADDR:PORT", listen);
-		return -EINVAL;
-	}
-	hl = colon - listen;
-	if (listen[0] == '[' && hl >= 2 && listen[hl - 1] == ']') {
-		listen++;
-		hl -= 2;
-	}
-	if (hl >= sizeof(host)) {
-		snprintf(why, why_size, "--listen %s: address too long", listen);
-		return -EINVAL;
-	}
-	memcpy(host, listen, hl);
-	host[hl] = 0;
-	if (getaddrinfo(host, colon + 1, &hints, &ai)) {
-		snprintf(why, why_size, "--listen: %s is not a numeric ADDR:PORT", listen);
-		return -EINVAL;
-	}
-	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-	freeaddrinfo(ai);
-	return 0;
-}
-
 int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 		   struct agg_http **out, char *why, size_t why_size)
 {
 	struct agg_http *h = calloc(1, sizeof(*h));
-	struct sockaddr_storage ss = {0};
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
 	int err;
 
 	if (!h)
 		return -ENOMEM;
-	err = http_parse_listen(opt->listen, &ss, why, why_size);
-	if (err)
-		goto fail;
-	if (ss.ss_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
 	if (opt->tls_cert || opt->tls_key) {
 		h->cert = opt->tls_cert ? secret_file_read(opt->tls_cert) : NULL;
 		h->key = opt->tls_key ? secret_file_read(opt->tls_key) : NULL;
@@ -553,23 +331,14 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 			err = -EINVAL;
 			goto fail;
 		}
-		flags |= MHD_USE_TLS;
 	}
-	/* Without TLS the certificate option's place ends the list. */
-	h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, g,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_THREAD_POOL_SIZE, opt->threads ? opt->threads : 4,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-				h->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, h->cert,
-				MHD_OPTION_HTTPS_MEM_KEY, h->key,
-				MHD_OPTION_END);
-	if (!h->d) {
-		snprintf(why, why_size, "cannot serve on %s (in use? TLS files valid?)",
-			 opt->listen);
-		err = -EADDRINUSE;
+	err = http_start(&(struct http_listener){
+				.listen = opt->listen, .threads = opt->threads ? opt->threads : 4,
+				.timeout_s = 60, .cert = h->cert, .key = h->key,
+				.handle = handle, .completed = completed, .ctx = g },
+			 &h->d, NULL, why, why_size);
+	if (err)
 		goto fail;
-	}
 	*out = h;
 	return 0;
 fail:

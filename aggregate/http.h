@@ -21,12 +21,4 @@ int agg_http_start(struct aggregator *g, const struct agg_http_options *opt,
 		   struct agg_http **out, char *why, size_t why_size);
 void agg_http_stop(struct agg_http *h);
 
-struct sockaddr_storage;
-/* Queues data (malloc'd; freed here, also on failure) as the answer, no-store. */
-enum MHD_Result agg_http_answer(struct MHD_Connection *c, unsigned status, const char *type,
-				char *data, size_t len);
-/* ADDR:PORT (numeric, IPv4 or [IPv6]:PORT) into ss; -EINVAL with why. */
-int http_parse_listen(const char *listen, struct sockaddr_storage *ss, char *why,
-		      size_t why_size);
-
 #endif

@@ -1,8 +1,9 @@
-/* Pyroscope's push API, so agents people already run (pyroscope-go, the npm @pyroscope/nodejs
- * client, Grafana Alloy...) feed the aggregator:
+/* Pyroscope's push APIs, so agents people already run (pyroscope-go, pyroscope-java, the npm
+ * @pyroscope/nodejs client, Grafana Alloy) feed the aggregator:
  *
- *   POST /ingest?name=APP[.TYPE]{k=v,...}&from=UNIX&until=UNIX&format=folded|pprof
+ *   POST /ingest?name=APP[.TYPE]{k=v,...}&from=UNIX&until=UNIX&format=folded|pprof|jfr
  *                &sampleRate=HZ&spyName=...
+ *   POST /push.v1.PusherService/Push          (a PushRequest: aggregate/pyroscope_push.c)
  *
  * A push becomes one batch of the token's node (a node token, e.g. `<token> node pyroscope`),
  * applied through the same checks and store as a node's: each series (app name and labels) is
@@ -14,27 +15,20 @@
  * Profile types: folded bodies take theirs from the name's suffix (cpu, itimer, wall: cpu;
  * alloc_space: alloc; alloc_objects; mutex_duration, block_duration: locks); pprof bodies
  * from their sample types (samples: cpu; alloc_space; alloc_objects; delay: locks). In-use
- * memory, goroutines and plain counts have no Aperture type: 422. */
+ * memory, goroutines and plain counts have no Aperture type: 422. JFR recordings from their
+ * events (aggregate/jfr.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "aggregate/aggregator.h"
+#include "aggregate/jfr.h"
+#include "aggregate/pyroscope.h"
 #include "store/folded_parse.h"
-#include "views/profile.pb-c.h"
 
-#define PYRO_MAX_LABELS 32
-#define PYRO_MAX_PPROF (64u << 20) /* decompressed */
 #define PYRO_DEFAULT_HZ 100
 #define PYRO_PID_SPACE ((1 << 22) - 1)
-
-struct series {
-	char *buf;                /* the name, cut in place */
-	const char *app, *suffix; /* suffix: "" when none */
-	const char *keys[PYRO_MAX_LABELS], *values[PYRO_MAX_LABELS];
-	size_t nlabels;
-};
 
 static const char *const suffixes[] = {
 	"cpu", "itimer", "wall", "alloc_objects", "alloc_space", "inuse_objects", "inuse_space",
@@ -55,11 +49,11 @@ static char *trim(char *s)
 }
 
 /* APP[.SUFFIX]{k=v,...}: -EINVAL with why for what Pyroscope answers 400. */
-static int parse_name(const char *name, struct series *s, char *why, size_t why_size)
+static int parse_name(const char *name, struct pyro_series *s, char *why, size_t why_size)
 {
 	char *brace, *dot, *p, *next;
 
-	*s = (struct series){ .suffix = "" };
+	*s = (struct pyro_series){ .suffix = "" };
 	if (!name || !*name) {
 		snprintf(why, why_size, "name is required: APP.TYPE{k=v,...}");
 		return -EINVAL;
@@ -111,7 +105,7 @@ static int parse_name(const char *name, struct series *s, char *why, size_t why_
 }
 
 /* The made-up pid of a series: FNV-1a of its app and labels, 1..2^22-1. */
-static pid_t series_pid(const struct series *s)
+static pid_t series_pid(const struct pyro_series *s)
 {
 	uint64_t h = 1469598103934665603ULL;
 	const char *parts[2 * PYRO_MAX_LABELS + 1];
@@ -131,23 +125,11 @@ static pid_t series_pid(const struct series *s)
 	return 1 + (pid_t)(h % PYRO_PID_SPACE);
 }
 
-/* Everything one push collected, by Aperture profile type. */
-struct push {
-	struct profile *p[TARGET_PROFILE_NR];
-};
-
-static struct profile *push_profile(struct push *ps, enum target_profile t)
-{
-	if (!ps->p[t])
-		ps->p[t] = profile_new(tree_profiles[t].unit);
-	return ps->p[t];
-}
-
 /* Folded text, each line under the app's frame. */
-static int parse_folded(struct push *ps, const struct series *s, enum target_profile t,
+static int parse_folded(struct pyro_push *ps, const struct pyro_series *s, enum target_profile t,
 			const uint8_t *body, size_t len, int64_t sec, char *why, size_t why_size)
 {
-	struct profile *p = push_profile(ps, t);
+	struct profile *p = pyro_push_profile(ps, t);
 	size_t applen = strlen(s->app), cap = len + 64, n = 0, bad = 0;
 	char *text;
 	int err;
@@ -178,169 +160,6 @@ static int parse_folded(struct push *ps, const struct series *s, enum target_pro
 	free(text);
 	if (err == -EINVAL)
 		snprintf(why, why_size, "folded line %zu: want frame;frame;... COUNT", bad);
-	return err;
-}
-
-/* pprof sample types Aperture has a type for; scale divides (nanoseconds to microseconds). */
-static const struct {
-	const char *type;
-	enum target_profile to;
-	int64_t scale;
-} pprof_types[] = {
-	{ "samples", TARGET_PROFILE_CPU, 1 },
-	{ "alloc_space", TARGET_PROFILE_JVM_ALLOC, 1 },
-	{ "alloc_objects", TARGET_PROFILE_JVM_ALLOC_OBJECTS, 1 },
-	{ "delay", TARGET_PROFILE_LOCKS, 1000 },
-};
-
-/* Locations and functions by id: both start with their uint64_t id after the base. */
-static const void *find_id(void *const *sorted, size_t n, uint64_t id)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		uint64_t m = *(const uint64_t *)((const char *)sorted[mid] +
-						 sizeof(ProtobufCMessage));
-
-		if (m == id)
-			return sorted[mid];
-		if (m < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-static int cmp_location(const void *a, const void *b)
-{
-	const Perftools__Profiles__Location *x = *(void *const *)a, *y = *(void *const *)b;
-
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static int cmp_function(const void *a, const void *b)
-{
-	const Perftools__Profiles__Function *x = *(void *const *)a, *y = *(void *const *)b;
-
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static const char *pp_string(const Perftools__Profiles__Profile *pp, int64_t i)
-{
-	return i >= 0 && (size_t)i < pp->n_string_table ? pp->string_table[i] : "";
-}
-
-/* One sample's frames, root first under the app's frame, into ids (cap of them). */
-static int sample_frames(const Perftools__Profiles__Profile *pp, const Perftools__Profiles__Sample *sm,
-			 struct profile *p, const char *app, uint32_t *ids, size_t cap,
-			 size_t *depth)
-{
-	size_t n = 0;
-	int err = profile_frame_id(p, app, &ids[n++]);
-
-	/* location_id is leaf first; a location's lines are callee first, caller last. */
-	for (size_t i = sm->n_location_id; !err && i-- > 0;) {
-		const Perftools__Profiles__Location *loc =
-			find_id((void *const *)pp->location, pp->n_location, sm->location_id[i]);
-		char addr[32];
-
-		if (!loc)
-			return -EINVAL;
-		if (!loc->n_line) {
-			snprintf(addr, sizeof(addr), "0x%" PRIx64, loc->address);
-			if (n < cap)
-				err = profile_frame_id(p, addr, &ids[n++]);
-			continue;
-		}
-		for (size_t l = loc->n_line; !err && l-- > 0;) {
-			const Perftools__Profiles__Function *f =
-				find_id((void *const *)pp->function, pp->n_function,
-					loc->line[l]->function_id);
-			const char *name = f ? pp_string(pp, f->name) : "";
-
-			if (n < cap)
-				err = profile_frame_id(p, *name ? name : "[unknown]", &ids[n++]);
-		}
-	}
-	*depth = n;
-	return err;
-}
-
-static int parse_pprof(struct push *ps, const struct series *s, const uint8_t *body, size_t len,
-		       int64_t sec, char *why, size_t why_size)
-{
-	enum { MAX_DEPTH = 512 };
-	Perftools__Profiles__Profile *pp;
-	uint8_t *raw = NULL;
-	size_t raw_len = 0;
-	int col[TARGET_PROFILE_NR], found = 0, err = 0;
-	uint32_t ids[MAX_DEPTH];
-
-	if (len >= 2 && body[0] == 0x1f && body[1] == 0x8b) {
-		err = wire_gunzip(body, len, PYRO_MAX_PPROF, &raw, &raw_len, why, why_size);
-		if (err)
-			return err;
-		body = raw;
-		len = raw_len;
-	}
-	pp = perftools__profiles__profile__unpack(NULL, len, body);
-	free(raw);
-	if (!pp) {
-		snprintf(why, why_size, "the body is not a pprof profile (gzip'd or not)");
-		return -EINVAL;
-	}
-	for (int t = 0; t < TARGET_PROFILE_NR; t++)
-		col[t] = -1;
-	for (size_t i = 0; i < pp->n_sample_type; i++) {
-		const char *type = pp_string(pp, pp->sample_type[i]->type);
-
-		for (size_t k = 0; k < sizeof(pprof_types) / sizeof(pprof_types[0]); k++)
-			if (!strcmp(type, pprof_types[k].type) && col[pprof_types[k].to] < 0) {
-				col[pprof_types[k].to] = i;
-				found++;
-			}
-	}
-	if (!found) {
-		snprintf(why, why_size, "no sample type Aperture keeps (samples, alloc_space, "
-			 "alloc_objects, delay)");
-		err = -ENOTSUP;
-		goto out;
-	}
-	qsort(pp->location, pp->n_location, sizeof(*pp->location), cmp_location);
-	qsort(pp->function, pp->n_function, sizeof(*pp->function), cmp_function);
-	for (int t = 0; !err && t < TARGET_PROFILE_NR; t++) {
-		struct profile *p;
-		int64_t scale = 1;
-
-		if (col[t] < 0)
-			continue;
-		for (size_t k = 0; k < sizeof(pprof_types) / sizeof(pprof_types[0]); k++)
-			if (pprof_types[k].to == (enum target_profile)t)
-				scale = pprof_types[k].scale;
-		p = push_profile(ps, t);
-		if (!p) {
-			err = -ENOMEM;
-			break;
-		}
-		for (size_t i = 0; !err && i < pp->n_sample; i++) {
-			const Perftools__Profiles__Sample *sm = pp->sample[i];
-			int64_t v = (size_t)col[t] < sm->n_value ? sm->value[col[t]] / scale : 0;
-			size_t depth;
-
-			if (v <= 0)
-				continue;
-			err = sample_frames(pp, sm, p, s->app, ids, MAX_DEPTH, &depth);
-			if (err == -EINVAL)
-				snprintf(why, why_size, "sample %zu names a location the profile "
-					 "does not have", i);
-			if (!err)
-				err = profile_add(p, sec, ids, depth, v);
-		}
-	}
-out:
-	perftools__profiles__profile__free_unpacked(pp, NULL);
 	return err;
 }
 
@@ -376,7 +195,7 @@ static void batch_build_free(struct batch_build *bb)
 }
 
 static int batch_build(struct batch_build *bb, struct aggregator *g, const char *node,
-		       const struct series *s, struct push *ps, int64_t sec, uint32_t period_ns,
+		       const struct pyro_series *s, struct pyro_push *ps, int64_t sec, uint32_t period_ns,
 		       const char *spy)
 {
 	size_t nnames = 0, nstacks = 0, nframes = 0, fi = 0, si = 0, ff = 0;
@@ -510,8 +329,21 @@ static int parse_time(const char *v, int64_t dflt, int64_t *out)
 	return 0;
 }
 
+/* A JFR recording, gzip'd or not: its events say the types, whatever the name's suffix. */
+static int parse_jfr(struct pyro_push *ps, const struct pyro_series *s, const uint8_t *body,
+		     size_t len, int64_t sec, char *why, size_t why_size)
+{
+	uint8_t *raw;
+	int err = pyro_gunzip(&body, &len, AGG_MAX_INFLATED, &raw, why, why_size);
+
+	if (!err)
+		err = jfr_parse(ps, s->app, body, len, sec, why, why_size);
+	free(raw);
+	return err;
+}
+
 /* folded bodies: the name's suffix says the type. */
-static int folded_type(const struct series *s, const char *units, int64_t *scale)
+static int folded_type(const struct pyro_series *s, const char *units, int64_t *scale)
 {
 	*scale = 1;
 	if (!*s->suffix || !strcmp(s->suffix, "cpu") || !strcmp(s->suffix, "itimer") ||
@@ -530,26 +362,64 @@ static int folded_type(const struct series *s, const char *units, int64_t *scale
 	return -1;
 }
 
+/* One series' push as a batch of node: the HTTP status, the JSON answer in reply. */
+static int apply_series(struct aggregator *g, const char *node, const struct pyro_series *s,
+			struct pyro_push *ps, int64_t sec, uint32_t period_ns, const char *spy,
+			int64_t now, char *reply, size_t reply_size)
+{
+	struct batch_build bb = {0};
+	int status;
+
+	if (batch_build(&bb, g, node, s, ps, sec, period_ns, spy))
+		status = agg_reject(g, AGG_REJECT_STORE, "out of memory", reply, reply_size);
+	else
+		status = aggregator_apply(g, &bb.b, now, reply, reply_size);
+	batch_build_free(&bb);
+	return status;
+}
+
+/* The node a push is stored under: the token's (a node token), or `pyroscope` when auth is
+ * off. 0, or the refusal's HTTP status with its answer in reply. */
+static int push_node(struct aggregator *g, const struct token *k, const char **node,
+		     char *reply, size_t reply_size)
+{
+	*node = g->insecure ? "pyroscope" : k ? token_node(k) : NULL;
+	if (!g->insecure && !k)
+		return agg_reject(g, AGG_REJECT_AUTH, "missing or unknown bearer token", reply,
+				  reply_size);
+	if (!*node)
+		return agg_reject(g, AGG_REJECT_FORBIDDEN, "a read token may not upload; give the "
+				  "agent a node token (e.g. `TOKEN node pyroscope`)", reply,
+				  reply_size);
+	return 0;
+}
+
+/* A parse's error as the answer: 413, 503 (out of memory), else 422 with why. */
+static int parse_refusal(struct aggregator *g, int err, const char *why, char *reply,
+			 size_t reply_size)
+{
+	if (err == -E2BIG)
+		return agg_reject(g, AGG_REJECT_TOO_LARGE, why, reply, reply_size);
+	if (err == -ENOMEM)
+		return agg_reject(g, AGG_REJECT_STORE, "out of memory", reply, reply_size);
+	return agg_reject(g, AGG_REJECT_UNPROCESSABLE, why[0] ? why : strerror(-err), reply,
+			  reply_size);
+}
+
 int aggregator_pyroscope(struct aggregator *g, const struct token *k,
 			 const struct agg_pyroscope_query *q, const uint8_t *body, size_t len,
 			 char *reply, size_t reply_size)
 {
-	const char *node = g->insecure ? "pyroscope" : k ? token_node(k) : NULL;
-	const char *format = q->format && *q->format ? q->format : "folded";
-	struct batch_build bb = {0};
-	struct push ps = {0};
-	struct series s;
-	int64_t now = time(NULL), from, until, scale, hz = PYRO_DEFAULT_HZ;
+	const char *node, *format = q->format && *q->format ? q->format : "folded";
+	struct pyro_push ps = {0};
+	struct pyro_series s = {0};
+	int64_t now = time(NULL), from, until, scale, hz = PYRO_DEFAULT_HZ, time_s;
 	char why[400];
 	int err, status, type;
 
-	if (!g->insecure && !k)
-		return agg_reject(g, AGG_REJECT_AUTH, "missing or unknown bearer token", reply,
-				  reply_size);
-	if (!node)
-		return agg_reject(g, AGG_REJECT_FORBIDDEN, "a read token may not upload; give the "
-				  "agent a node token (e.g. `TOKEN node pyroscope`)", reply,
-				  reply_size);
+	status = push_node(g, k, &node, reply, reply_size);
+	if (status)
+		return status;
 	err = parse_name(q->name, &s, why, sizeof(why));
 	if (err) {
 		free(s.buf);
@@ -583,36 +453,83 @@ int aggregator_pyroscope(struct aggregator *g, const struct token *k,
 			err = parse_folded(&ps, &s, type, body, len, from, why, sizeof(why));
 		}
 	} else if (!strcmp(format, "pprof")) {
-		err = parse_pprof(&ps, &s, body, len, from, why, sizeof(why));
+		err = pyro_parse_pprof(&ps, s.app, body, len, from, &time_s, why, sizeof(why));
+	} else if (!strcmp(format, "jfr")) {
+		err = parse_jfr(&ps, &s, body, len, from, why, sizeof(why));
 	} else {
-		status = agg_reject(g, AGG_REJECT_MALFORMED, "format: folded or pprof", reply,
+		status = agg_reject(g, AGG_REJECT_MALFORMED, "format: folded, pprof or jfr", reply,
 				    reply_size);
 		goto out;
 	}
-	if (err == -E2BIG) {
-		status = agg_reject(g, AGG_REJECT_TOO_LARGE, why, reply, reply_size);
-		goto out;
-	}
-	if (err == -ENOMEM) {
-		status = agg_reject(g, AGG_REJECT_STORE, "out of memory", reply, reply_size);
-		goto out;
-	}
-	if (err) {
-		status = agg_reject(g, AGG_REJECT_UNPROCESSABLE, why[0] ? why : strerror(-err),
-				    reply, reply_size);
-		goto out;
-	}
-	err = batch_build(&bb, g, node, &s, &ps, from, (uint32_t)(1000000000 / hz),
-			  q->spy_name && *q->spy_name ? q->spy_name : "pyroscope");
-	if (err)
-		status = agg_reject(g, AGG_REJECT_STORE, "out of memory", reply, reply_size);
+	if (err == -EINVAL && !strcmp(format, "jfr")) /* a recording that is not one */
+		status = agg_reject(g, AGG_REJECT_MALFORMED, why, reply, reply_size);
+	else if (err)
+		status = parse_refusal(g, err, why, reply, reply_size);
 	else
-		status = aggregator_apply(g, &bb.b, now, reply, reply_size);
+		status = apply_series(g, node, &s, &ps, from, (uint32_t)(1000000000 / hz),
+				      q->spy_name && *q->spy_name ? q->spy_name : "pyroscope",
+				      now, reply, reply_size);
 out:
-	batch_build_free(&bb);
-	for (int t = 0; t < TARGET_PROFILE_NR; t++)
-		if (ps.p[t])
-			profile_unref(ps.p[t]);
+	pyro_push_free(&ps);
 	free(s.buf);
+	return status;
+}
+
+int aggregator_pyroscope_push(struct aggregator *g, const struct token *k,
+			      const char *encoding, const uint8_t *body, size_t len,
+			      char *reply, size_t reply_size)
+{
+	struct pyro_push_request rq;
+	int64_t now = time(NULL);
+	uint8_t *raw = NULL;
+	size_t raw_len;
+	const char *node;
+	char why[400];
+	int err, status;
+
+	status = push_node(g, k, &node, reply, reply_size);
+	if (status)
+		return status;
+	if (encoding && !strcasecmp(encoding, "gzip")) {
+		err = wire_gunzip(body, len, AGG_MAX_INFLATED, &raw, &raw_len, why, sizeof(why));
+		if (err)
+			return agg_reject(g, err == -E2BIG ? AGG_REJECT_TOO_LARGE :
+					  err == -ENOMEM ? AGG_REJECT_STORE : AGG_REJECT_MALFORMED,
+					  why, reply, reply_size);
+		body = raw;
+		len = raw_len;
+	} else if (encoding && strcasecmp(encoding, "identity")) {
+		return agg_reject(g, AGG_REJECT_VERSION, "Content-Encoding: gzip or none", reply,
+				  reply_size);
+	}
+	err = pyro_push_decode(body, len, now, &rq, why, sizeof(why));
+	free(raw);
+	if (err)
+		return agg_reject(g, err == -E2BIG ? AGG_REJECT_TOO_LARGE :
+				  err == -ENOMEM ? AGG_REJECT_STORE : AGG_REJECT_MALFORMED,
+				  err == -ENOMEM ? "out of memory" : why, reply, reply_size);
+	/* Every series checked before any is stored: a bad push stores nothing. */
+	for (size_t i = 0; i < rq.n; i++)
+		if (!agg_valid_name(rq.series[i].s.app)) {
+			snprintf(why, sizeof(why), "series %zu: service_name %s must be a file "
+				 "name (no '/')", i, rq.series[i].s.app);
+			status = agg_reject(g, AGG_REJECT_MALFORMED, why, reply, reply_size);
+			goto out;
+		}
+	status = 200;
+	snprintf(reply, reply_size, "{\"status\":\"applied\"}");
+	/* A series whose profiles Aperture has no type for (goroutines, in-use memory) is
+	 * skipped: an agent pushes every type it has, and the rest must not be lost for it. */
+	for (size_t i = 0; status == 200 && i < rq.n; i++) {
+		struct pyro_push_series *ps = &rq.series[i];
+
+		if (ps->kept)
+			status = apply_series(g, node, &ps->s, &ps->push,
+					      ps->time_s ? ps->time_s : now,
+					      1000000000 / PYRO_DEFAULT_HZ, "pyroscope", now, reply,
+					      reply_size);
+	}
+out:
+	pyro_push_request_free(&rq);
 	return status;
 }

@@ -244,7 +244,7 @@ static int write_window(const struct tree *t, const struct node_ref *ref, const 
 	memcpy(v, buf, len);
 	v[len] = 0;
 	if (strcmp(v, "all") && strcmp(v, "0")) {
-		err = agg_parse_range(v, &r, &last_s);
+		err = tree_parse_range(v, &r, &last_s);
 		if (err)
 			return err;
 	}
@@ -265,28 +265,6 @@ static int write_window(const struct tree *t, const struct node_ref *ref, const 
 	}
 	pthread_mutex_unlock(&g->windows_lock);
 	return w || (!r.set && !last_s) ? 0 : -ENOMEM;
-}
-
-int agg_parse_range(const char *s, struct tree_range *r, int64_t *last_s)
-{
-	long long a, b;
-	int n = 0;
-
-	*r = (struct tree_range){0};
-	*last_s = 0;
-	if (sscanf(s, "%lld..%lld%n", &a, &b, &n) == 2 && !s[n]) {
-		if (a < 0 || b < a)
-			return -ERANGE;
-		*r = (struct tree_range){ .from = a, .until = b, .set = true };
-		return 0;
-	}
-	if (sscanf(s, "%lld%n", &a, &n) == 1 && !s[n]) {
-		if (a < 1 || a > 7 * 86400)
-			return -ERANGE;
-		*last_s = a;
-		return 0;
-	}
-	return -EINVAL;
 }
 
 static int list_scopes(const struct tree *t, int kind,

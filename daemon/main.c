@@ -11,7 +11,7 @@
 #include "daemon/render_cmd.h"
 #include "fs/fs.h"
 #include "daemon/record_cmd.h"
-#include "daemon/metrics_http.h"
+#include "daemon/http.h"
 #include "daemon/rules.h"
 #include "sync/client.h"
 
@@ -22,7 +22,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: aperture mount [--foreground] [--allow-other] [--sync URL] [--node NAME]\n"
 		"                      [--token-file FILE] [--sync-ca FILE] [--spool-dir DIR]\n"
-		"                      [--rules FILE] [--http ADDR:PORT]\n"
+		"                      [--rules FILE] [--http ADDR:PORT [--http-tokens FILE]]\n"
 		"                      [MOUNTPOINT]\n"
 		"       aperture status [MOUNTPOINT]\n"
 		"       aperture render svg|json|pprof|top|folded [--title T] [--hz HZ] < IN > OUT\n"
@@ -42,7 +42,9 @@ static void usage(FILE *out)
 		"  --sync-ca FILE     trust this CA for an https:// aggregator\n"
 		"  --spool-dir DIR    unacknowledged batches (default " SYNC_SPOOL_ROOT "/NAME)\n"
 		"  --rules FILE       profiling rules (config/rules), applied to every process\n"
-		"  --http ADDR:PORT   serve GET /metrics (Prometheus) there\n"
+		"  --http ADDR:PORT   serve GET /metrics (Prometheus) there, and the page over\n"
+		"                     this node's tree (stack data: loopback only, or with...)\n"
+		"  --http-tokens FILE ...a read token of FILE (the aggregator's tokens format)\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      version and library versions\n"
 		"\n"
@@ -130,13 +132,15 @@ static int cmd_mount(int argc, char **argv)
 		{ "spool-dir", required_argument, NULL, 'D' },
 		{ "rules", required_argument, NULL, 'R' },
 		{ "http", required_argument, NULL, 'H' },
+		{ "http-tokens", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct fs_options opt = { .mountpoint = DEFAULT_MOUNTPOINT };
 	struct sync_options so = {0};
-	const char *sync_url = NULL, *rules_file = NULL, *http_listen = NULL;
-	struct metrics_http *http = NULL;
+	const char *sync_url = NULL, *rules_file = NULL;
+	struct node_http_options ho = {0};
+	struct node_http *http = NULL;
 	char why[512];
 	struct aperture a;
 	struct fs *fs = NULL;
@@ -152,7 +156,8 @@ static int cmd_mount(int argc, char **argv)
 		case 'C': so.ca_file = optarg; break;
 		case 'D': so.spool_dir = optarg; break;
 		case 'R': rules_file = optarg; break;
-		case 'H': http_listen = optarg; break;
+		case 'H': ho.listen = optarg; break;
+		case 'K': ho.tokens = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -198,14 +203,15 @@ static int cmd_mount(int argc, char **argv)
 	/* After any fork: the threads must live in the daemon. */
 	if (!err)
 		err = sync_client_start(a.sync);
-	if (!err && http_listen) {
-		err = metrics_http_start(&a, http_listen, &http, why, sizeof(why));
+	if (!err && ho.listen) {
+		ho.node = so.node;
+		err = node_http_start(&a, &ho, &http, why, sizeof(why));
 		if (err)
 			fprintf(stderr, "aperture: %s\n", why);
 	}
 	if (!err)
 		err = fs_serve(fs);
-	metrics_http_stop(http);
+	node_http_stop(http);
 	if (err)
 		fprintf(stderr, "aperture: %s\n", strerror(-err));
 	aperture_stop(&a);

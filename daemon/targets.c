@@ -1014,6 +1014,12 @@ out:
 int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 		     struct profile_snapshot **out)
 {
+	return targets_snapshot_from(ts, pid, which, -1, out);
+}
+
+int targets_snapshot_from(struct targets *ts, pid_t pid, enum target_profile which,
+			  int64_t from, struct profile_snapshot **out)
+{
 	struct proc_identity id;
 	struct profile *p = NULL;
 	struct target *t;
@@ -1025,7 +1031,10 @@ int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 	t = resolve_locked(ts, pid, &id, &live);
 	if (t && t->profiles[which])
 		p = profile_ref(t->profiles[which]);
-	since = window_since(window_locked(ts, t));
+	if (from < 0)
+		since = window_since(window_locked(ts, t));
+	else
+		since = from > aperture_now() - PROFILE_HISTORY_S ? from : 0;
 	pthread_mutex_unlock(&ts->lock);
 	if (!t && !live)
 		return -ENOENT;

@@ -84,6 +84,11 @@ int targets_window_s(struct targets *ts, pid_t pid, int64_t *out);
  * frees it with profile_snapshot_free. */
 int targets_snapshot(struct targets *ts, pid_t pid, enum target_profile which,
 		     struct profile_snapshot **out);
+/* The same from second from on (HTTP's ?last=, ?from=) instead of the window. A from older
+ * than the history kept (PROFILE_HISTORY_S) gives everything since enable or reset: the
+ * snapshot's since says where it starts. */
+int targets_snapshot_from(struct targets *ts, pid_t pid, enum target_profile which,
+			  int64_t from, struct profile_snapshot **out);
 
 /* A copy of the baseline of one profile of pid, or *out = NULL when there is none. Caller
  * frees it with profile_snapshot_free. */

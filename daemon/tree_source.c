@@ -36,7 +36,13 @@ static int profile(const struct tree *t, const struct node_ref *ref, enum target
 	int64_t now = aperture_now();
 	int err;
 
-	err = targets_snapshot(a->targets, ref->pid, which, out);
+	/* The node keeps its last PROFILE_HISTORY_S seconds up to now: a range that ends
+	 * earlier than the last drain is not there. */
+	if (ref->range.set && ref->range.until < now - 2)
+		return -ERANGE;
+	err = ref->range.set ? targets_snapshot_from(a->targets, ref->pid, which,
+						     ref->range.from, out) :
+		targets_snapshot(a->targets, ref->pid, which, out);
 	if (err)
 		return err;
 	if (targets_info(a->targets, ref->pid, &info))
@@ -53,7 +59,10 @@ static int profile(const struct tree *t, const struct node_ref *ref, enum target
 				 .period_type = tp->period_type, .period_unit = tp->period_unit };
 	if (which == TARGET_PROFILE_CPU)
 		m->period = 1000000000 / config_get(a, CONFIG_FREQUENCY_HZ);
-	targets_window_s(a->targets, ref->pid, &m->window_s);
+	if (ref->range.set) /* the range, or everything kept when it reached past it */
+		m->window_s = (*out)->since == ref->range.from ? now - ref->range.from : 0;
+	else
+		targets_window_s(a->targets, ref->pid, &m->window_s);
 	return 0;
 }
 

@@ -417,3 +417,25 @@ int tree_render(const struct tree *t, const struct node_ref *ref, char **data, s
 	}
 	return err;
 }
+
+int tree_parse_range(const char *s, struct tree_range *r, int64_t *last_s)
+{
+	long long a, b;
+	int n = 0;
+
+	*r = (struct tree_range){0};
+	*last_s = 0;
+	if (sscanf(s, "%lld..%lld%n", &a, &b, &n) == 2 && !s[n]) {
+		if (a < 0 || b < a)
+			return -ERANGE;
+		*r = (struct tree_range){ .from = a, .until = b, .set = true };
+		return 0;
+	}
+	if (sscanf(s, "%lld%n", &a, &n) == 1 && !s[n]) {
+		if (a < 1 || a > 7 * 86400)
+			return -ERANGE;
+		*last_s = a;
+		return 0;
+	}
+	return -EINVAL;
+}

@@ -89,6 +89,10 @@ extern const struct tree_profile tree_profiles[TARGET_PROFILE_NR];
 /* The profile named name ("cpu", "offcpu", ...); -1 when none is. */
 int tree_profile_by_name(const char *name);
 
+/* A time range as a window file and ?last= take it: N seconds (1..604800, into *last_s)
+ * or FROM..UNTIL unix seconds (into *r). -EINVAL or -ERANGE. */
+int tree_parse_range(const char *s, struct tree_range *r, int64_t *last_s);
+
 /* The daemon's tree (daemon/tree_source.c). */
 void tree_init_live(struct tree *t, struct aperture *a);
 

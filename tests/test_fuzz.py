@@ -1,7 +1,7 @@
 """Every parser of outside input (control-file values, /proc/<pid>/maps, /proc/<pid>/stat and
 status, /proc/kallsyms, folded files given to `aperture render` and the views after them, the
-JVM agent's replies) fuzzed briefly under ASan and UBSan: any bytes must parse or fail
-cleanly. tests/fuzz/run SECONDS runs them longer."""
+JVM agent's replies, sync batches, Pyroscope push RPC bodies) fuzzed briefly under ASan and
+UBSan: any bytes must parse or fail cleanly. tests/fuzz/run SECONDS runs them longer."""
 import os
 import subprocess
 

@@ -2,17 +2,20 @@
 Debian's chromium), against a real aggregator fed by a real node on loopback: cpu_split (b
 does 70 % of the work, c 30 %, both in burn, inlined) and a deadlocked `waits deadlock`
 profiled on the node, and a service whose two seconds the test posts itself (grow: 10 then
-90 samples, shrink: 90 then 10) for compare. Screenshots in build/test-output/web/."""
+90 samples, shrink: 90 then 10) for compare. The same page served by the node's own daemon
+(`--http` on loopback). Screenshots in build/test-output/web/."""
 import json
 import os
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
-from fleet import Aggregator, batch, syncing_node
-from helpers import BUILD, parse_folded, wait_for, write
+from fleet import Aggregator, batch, free_port, syncing_node
+from helpers import BUILD, Daemon, parse_folded, parse_status, read, wait_for, write
 from test_waits import Waits
 
 NODE_MODULES = "/usr/local/lib/aperture-tests/node_modules"
@@ -28,8 +31,13 @@ pytestmark = pytest.mark.skipif(
 def fleet(scratch):
     agg = Aggregator(scratch, tokens=f"{TOKENS['node']} node web1\n{TOKENS['cmp']} node cmp\n"
                                      f"{TOKENS['read']} read *\n").start()
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir(parents=True)
+    port = free_port()
     try:
-        with syncing_node(agg, scratch, "web1", TOKENS["node"]) as node:
+        with syncing_node(agg, scratch, "web1", TOKENS["node"],
+                          ["--http", f"127.0.0.1:{port}"]) as node:
+            node.http = f"http://127.0.0.1:{port}"
             yield agg, node
     finally:
         agg.stop()
@@ -62,8 +70,6 @@ def test_page_lists_profiles_zooms_searches_compares_and_refuses_a_wrong_token(
         TOKENS["cmp"])
     assert code == 200
 
-    shutil.rmtree(OUT, ignore_errors=True)
-    OUT.mkdir(parents=True)
     cfg = {"url": agg.url, "token": TOKENS["read"], "node": "web1", "pid": split.pid,
            "hot": "b", "deadlock_pid": dead.pid, "out": str(OUT),
            "compare_hash": f"#p=/services/cmpsvc&view=compare&range=custom&from={t2}"
@@ -114,3 +120,64 @@ def test_page_lists_profiles_zooms_searches_compares_and_refuses_a_wrong_token(
     for name in ("1-nav", "2-flame", "3-zoomed", "4-search", "5-compare", "6-threads",
                  "7-unauthorized"):
         assert (OUT / f"{name}.png").stat().st_size > 1000
+
+
+def run_page(cfg, scratch, name):
+    (scratch / name).write_text(json.dumps(cfg))
+    r = subprocess.run(["node", str(os.path.dirname(__file__) + "/web.cjs"), str(scratch / name)],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, NODE_PATH=NODE_MODULES))
+    seen = json.loads(r.stdout or "{}")
+    assert r.returncode == 0 and not seen["errors"], (seen.get("errors"), r.stderr[-2000:])
+    return seen
+
+
+def test_the_node_serves_the_page_over_its_own_tree(fleet, workloads, scratch):
+    """The node's daemon, --http on 127.0.0.1: the page lists it as one node with its target,
+    draws the target's flame graph (burn, inlined into b and c, the hot function) and its
+    folded download is the node's own cpu.folded, sample for sample."""
+    _, node = fleet
+    split = workloads.start("cpu_split", 30)
+    write(node.target(split.pid) / "enable", "1")
+    wait_for(lambda: sum(n for s, n in parse_folded(read(node.target(split.pid) / "cpu.folded"))
+                         .items() if "b" in s) >= 50, 30, "samples of b on the node")
+    # stopped (past "stopping": its data final), so the page and the file show the same
+    write(node.target(split.pid) / "enable", "0")
+    wait_for(lambda: parse_status(read(node.target(split.pid) / "status"))["state"] ==
+             "disabled", 10, "the target's collection to stop")
+    truth = parse_folded(read(node.target(split.pid) / "cpu.folded"))
+    seen = run_page({"url": node.http, "node": "web1", "pid": split.pid, "node_page": True,
+                     "out": str(OUT)}, scratch, "web-node.json")
+    assert "web1" in seen["nav"] and f"pid {split.pid}" in seen["nav"], seen["nav"]
+    assert seen["flame_state"] == "ready" and seen["top"][0][0] == "burn_[i]", seen["top"]
+    assert {"b", "c", "burn_[i]"} <= set(seen["flame_names"]), seen["flame_names"][:20]
+    assert parse_folded(seen["download"]) == truth
+    assert (OUT / "node-flame.png").stat().st_size > 1000
+
+
+def test_the_nodes_listener_asks_a_token_when_given_tokens(scratch):
+    """--http-tokens: stack data only for a token that reads this node; /metrics and the
+    page's files without one."""
+    (scratch / "http-tokens").write_text("tok-all read *\ntok-n2 node web2\ntok-n3 node web3\n")
+    (scratch / "tokmnt").mkdir()
+    port = free_port()
+    d = Daemon(scratch / "tokmnt", scratch / "tok.log",
+               args=["--node", "web2", "--http", f"127.0.0.1:{port}", "--http-tokens",
+                     str(scratch / "http-tokens")]).start()
+
+    def code(path, token=None):
+        rq = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                    headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with urllib.request.urlopen(rq, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+    try:
+        assert code("/nodes/") == 401 and code("/nodes/", "nope") == 401
+        assert code("/nodes/web2/status", "tok-n3") == 403
+        assert code("/nodes/", "tok-all") == 200 and code("/nodes/web2/status", "tok-n2") == 200
+        assert code("/metrics") == 200 and code("/ui/app.js") == 200
+        d.stop()
+    finally:
+        d.kill()

@@ -50,7 +50,32 @@ async function go(page, hash) {
 	return ready(page);
 }
 
+// A node's own daemon serving the page: no token on its loopback listener; the node, its
+// target, the flame graph and the folded download.
+async function nodePage() {
+	const ctx = await browser(path.join(cfg.out, "profile-node"));
+	const page = await open(ctx, "");
+	const target = `/nodes/${cfg.node}/targets/${cfg.pid}`;
+	await page.waitForSelector(`nav a[data-path="${target}"]`, { timeout: 15000 });
+	seen.nav = await page.textContent("nav");
+	await page.click(`nav a[data-path="${target}"]`);
+	seen.flame_state = await ready(page);
+	seen.top = await page.$$eval("#top tbody tr", (rows) =>
+		rows.map((r) => Array.from(r.cells).map((c) => c.textContent)));
+	seen.flame_names = await page.$$eval("#flame .fr", (fs) => fs.map((f) => f.frame.name));
+	await shot(page, "node-flame");
+	const [dl] = await Promise.all([page.waitForEvent("download"),
+					page.click('#downloads button[data-download="folded"]')]);
+	seen.download = fs.readFileSync(await dl.path(), "utf8");
+	await ctx.close();
+}
+
 (async () => {
+	if (cfg.node_page) {
+		await nodePage();
+		process.stdout.write(JSON.stringify(seen));
+		return;
+	}
 	const ctx = await browser(path.join(cfg.out, "profile-good"));
 	const page = await open(ctx, "");
 	// The token, entered once: kept in localStorage for the next page.

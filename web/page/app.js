@@ -1,4 +1,5 @@
-// Aperture's page: the aggregator's own HTTP API (the tree, GET /compare), nothing else.
+// Aperture's page: the HTTP API of the aggregator or of a node's daemon that serves it (the
+// tree, GET /compare), nothing else.
 // Every choice lives in the URL's hash, so a link shows the same view. The flame graph
 // follows views/flame.js's logic: frames in preorder, a click zooms to a frame (its
 // ancestors kept, dimmed, full width), a search counts a match once however deep it nests.
@@ -193,7 +194,9 @@
 		};
 		var status = getText(path + "/status").then(function (t) {
 			var st = keyValues(t), lag = +st.lag_s;
-			meta.textContent = "synced " + ago(st.last_batch) +
+			// A node's own daemon serves its status, not an aggregator's view of it.
+			meta.textContent = st.uptime_s && !st.last_batch ? "this machine, up " +
+				Math.round(st.uptime_s / 60) + " min" : "synced " + ago(st.last_batch) +
 				(st.lag_s ? ", lag " + lag + " s" : "");
 			if (lag > 300 || (st.last_error && st.last_error !== "none" && st.last_error))
 				meta.classList.add("bad");

@@ -4,26 +4,25 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "aggregate/aggregator.h"
 #include "views/views.h"
+#include "web/tree_http.h"
 
-static int profile_at(struct aggregator *g, const char *path, struct tree_range r,
+static int profile_at(const struct tree *t, const char *path, struct tree_range r,
 		      enum target_profile type, struct profile_snapshot **out,
 		      struct view_meta *m, char *title, size_t title_size)
 {
 	struct node_ref ref;
-	int err = tree_walk(&g->tree, path, &ref);
+	int err = tree_walk(t, path, &ref);
 
 	if (err)
 		return err;
 	if (!S_ISDIR(ref.node->mode) || (!ref.pid && !ref.scope))
 		return -ENOENT;
 	ref.range = r;
-	return g->tree.ops->profile(&g->tree, &ref, type, out, m, title, title_size);
+	return t->ops->profile(t, &ref, type, out, m, title, title_size);
 }
 
-int aggregator_compare(struct aggregator *g, const struct agg_compare *c, char **data,
-		       size_t *len)
+int tree_compare(const struct tree *t, const struct tree_compare *c, char **data, size_t *len)
 {
 	struct profile_snapshot *base = NULL, *now = NULL;
 	char base_title[256], title[256], both[600];
@@ -33,10 +32,10 @@ int aggregator_compare(struct aggregator *g, const struct agg_compare *c, char *
 
 	*data = NULL;
 	*len = 0;
-	err = profile_at(g, c->base_path, c->base_range, c->type, &base, &bm, base_title,
+	err = profile_at(t, c->base_path, c->base_range, c->type, &base, &bm, base_title,
 			 sizeof(base_title));
 	if (!err)
-		err = profile_at(g, c->path, c->range, c->type, &now, &m, title, sizeof(title));
+		err = profile_at(t, c->path, c->range, c->type, &now, &m, title, sizeof(title));
 	if (err)
 		goto out;
 	out = open_memstream(data, len);
