@@ -58,6 +58,8 @@ struct cpu_target_state {
 	struct cpu_named_stack *named;
 	uint64_t drops;           /* kernel-side drops, as last read */
 	struct unwind_auto unwind_auto; /* config/unwind auto's verdict on its address space */
+	struct cpu_auto_held *auto_held[UNWIND_AUTO_SAMPLES]; /* judged, waiting for the verdict */
+	uint32_t auto_held_n;
 	bool dwarf;               /* in the kernel's dwarf_targets */
 	uint64_t frames_named, frames_total;
 	pid_t fork_root;          /* a followed child: the target it descends from, else 0 */
@@ -149,6 +151,8 @@ struct cpu_named_stack *cpu_name_pcs(struct cpu_collector *c, struct cpu_target_
 int cpu_add_stacks(struct cpu_target_state *t, const char *raw_comm,
 		   const struct cpu_named_stack *user, bool user_err,
 		   const struct cpu_named_stack *kern, uint64_t count, int64_t now);
+/* The key hash of a dwarf-mode user stack of depth pcs (leaf first). */
+uint64_t cpu_hash_pcs(const uint64_t *pcs, uint32_t depth);
 /* Sums over the CPUs of entries 0..n-1 of a per-CPU array of __u64 (entries that can't be
  * read stay 0). */
 void cpu_percpu_sums(int fd, int ncpus, __u64 *sums, __u32 n);
@@ -172,6 +176,15 @@ int cpu_java_hold(struct cpu_target_state *t, const char *raw_comm, uint32_t tid
 		  int64_t sec);
 void cpu_java_flush(struct cpu_target_state *t, bool force);
 void cpu_java_free(struct cpu_target_state *t);
+/* cpu_auto_hold.c: a sample judged under config/unwind auto (its CFI pcs, fp_frames of them
+ * found by the frame-pointer walk if it was whole, else 0; user and kern copied), held until
+ * the verdict, and at most UNWIND_AUTO_SAMPLES of them (else -ENOSPC); adding what is held,
+ * rooted as the kernel's walk roots its stacks (fp) or as unwound, and freeing it. */
+int cpu_auto_hold(struct cpu_target_state *t, const char *raw_comm, int64_t sec, uint32_t gen,
+		  const uint64_t *pcs, uint32_t depth, bool truncated, uint32_t fp_frames,
+		  const struct cpu_named_stack *user, const struct cpu_named_stack *kern);
+void cpu_auto_release(struct cpu_collector *c, struct cpu_target_state *t, bool fp);
+void cpu_auto_free(struct cpu_target_state *t);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);
 /* Gives t the mappings syms, read for generation gen: the slot they went to (replacing an
