@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import read, user_frames, write, write_errno
+from helpers import read, user_frames, wait_for, write, write_errno
 
 HZ = 499
 
@@ -122,6 +122,50 @@ def test_truncation_marker_at_the_exact_depth_limit(daemon, workloads, extra):
     want = ("[truncated]", *full) if extra else full
     assert share(stacks, lambda f: f == want) > 0.9, \
         sorted(stacks.items(), key=lambda kv: -kv[1])[:2]
+
+
+def roots_of_main(stacks):
+    """Samples by the frames above main, for the stacks that reach it."""
+    roots = {}
+    for frames, n in stacks.items():
+        user = user_frames(frames)
+        if "main" in user:
+            root = user[:user.index("main")]
+            roots[root] = roots.get(root, 0) + n
+    return roots
+
+
+def test_auto_fp_verdict_roots_each_call_path_once(daemon, workloads):
+    """cpu_split keeps frame pointers: auto judges its first 128 samples from CFI, then hands
+    it to the kernel's walk, which ends at __libc_start_call_main (glibc's start-up has no
+    frame pointers). The judged samples wait for the verdict and go in as that walk would
+    have seen them: one root for main, and not one sample lost."""
+    daemon.set_frequency(997)
+    pid = workloads.start("cpu_split", 30).pid
+    write(daemon.target(pid) / "enable", "1")
+    wait_for(lambda: daemon.status(pid)["unwind"] == "fp", 20, "auto to choose fp")
+    # The held samples went in with the verdict.
+    at_verdict = daemon.samples(pid)
+    assert at_verdict >= 128
+    daemon.wait_samples(pid, at_verdict + 300)
+    write(daemon.target(pid) / "enable", "0")
+    total = daemon.final_samples(pid)
+    stacks = daemon.folded(pid)
+    assert sum(stacks.values()) == total
+    roots = roots_of_main(stacks)
+    assert list(roots) == [("__libc_start_call_main",)], roots
+    assert sum(roots.values()) > 0.9 * total
+
+
+def test_auto_dwarf_verdict_roots_at_start(daemon, workloads):
+    """The other verdict: nofp stays in dwarf mode, and its judged samples go in as unwound,
+    rooted at _start like every later one."""
+    daemon.set_frequency(997)
+    stacks, status = profile(daemon, workloads, "nofp", 60, samples=400)
+    assert status["unwind"] == "dwarf"
+    roots = roots_of_main(stacks)
+    assert list(roots) == [START[:3]], roots
+    assert sum(roots.values()) > 0.9 * sum(stacks.values())
 
 
 def test_cpp_names_are_demangled_with_inlined_frames(daemon, workloads):
