@@ -432,10 +432,8 @@ struct cpu_gen_syms *cpu_gen_syms_put(struct cpu_collector *c, struct cpu_target
 	unwinder_free(victim->unwinder);
 	victim->unwinder = NULL;
 	victim->syms = syms;
-	/* A new executable may keep frame pointers where the old one did not. The old one's
-	 * samples held for a verdict that will not come go in as unwound. */
-	cpu_auto_release(c, t, false);
-	unwind_auto_reset(&t->unwind_auto);
+	/* A new executable may keep frame pointers where the old one did not. */
+	cpu_auto_reset(c, t);
 	cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
 	/* Maps read while the loader was still mapping libraries miss them: the first address

@@ -6,7 +6,10 @@
  * pointers). Added as unwound, the judged samples would root each call path twice in the
  * profile. So they wait here, each with its pcs and what the frame-pointer replay found, and
  * go in once the verdict is in, in the second each was taken: under fp as the kernel's walk
- * would have recorded them, under dwarf as unwound. */
+ * would have recorded them, under dwarf as unwound. A whole walk that found all but the
+ * outermost frames teaches which start-up frames the kernel's walk cannot see (_start and
+ * __libc_start_main on the main thread): a sample whose walk broke keeps its CFI frames less
+ * those, and so do the dwarf samples still on their way when the verdict came. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +44,24 @@ static void held_free(struct cpu_auto_held *h)
 	free(h);
 }
 
+/* A whole walk that ended above the root: the start-up frames it could not see. */
+static void learn_root(struct cpu_target_state *t, const uint64_t *pcs, uint32_t depth,
+		       uint32_t fp_frames)
+{
+	uint32_t unseen = depth - fp_frames;
+
+	if (!fp_frames || !unseen || unseen > UNWIND_AUTO_ROOT_FRAMES)
+		return;
+	for (uint32_t i = 0; i < t->auto_roots_n; i++)
+		if (t->auto_roots[i].n == unseen &&
+		    !memcmp(t->auto_roots[i].pcs, pcs + fp_frames, unseen * sizeof(pcs[0])))
+			return;
+	if (t->auto_roots_n == CPU_AUTO_ROOTS)
+		return;
+	t->auto_roots[t->auto_roots_n].n = unseen;
+	memcpy(t->auto_roots[t->auto_roots_n++].pcs, pcs + fp_frames, unseen * sizeof(pcs[0]));
+}
+
 int cpu_auto_hold(struct cpu_target_state *t, const char *raw_comm, int64_t sec, uint32_t gen,
 		  const uint64_t *pcs, uint32_t depth, bool truncated, uint32_t fp_frames,
 		  const struct cpu_named_stack *user, const struct cpu_named_stack *kern)
@@ -66,50 +87,34 @@ int cpu_auto_hold(struct cpu_target_state *t, const char *raw_comm, int64_t sec,
 	h->fp_frames = fp_frames;
 	memcpy(h->pcs, pcs, depth * sizeof(pcs[0]));
 	t->auto_held[t->auto_held_n++] = h;
+	learn_root(t, pcs, depth, fp_frames);
 	return 0;
 }
 
-/* The outermost frames of h the kernel's walk would not show: for a whole walk, those past
- * what it found; for a broken one, the start-up frames some whole walk of this target ended
- * above (the same return addresses at the root), so that it roots where the fp stacks do
- * while keeping the frames CFI found below. */
-static uint32_t frames_unseen(struct cpu_auto_held *const *held, uint32_t n,
-			      const struct cpu_auto_held *h)
+static uint32_t fp_depth(const struct cpu_target_state *t, const uint64_t *pcs, uint32_t depth,
+			 uint32_t fp_frames)
 {
-	if (h->fp_frames)
-		return h->depth - h->fp_frames;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct cpu_auto_held *w = held[i];
-		uint32_t unseen = w->depth - w->fp_frames;
+	if (fp_frames)
+		return fp_frames;
+	for (uint32_t i = 0; i < t->auto_roots_n; i++) {
+		const struct cpu_auto_root *r = &t->auto_roots[i];
 
-		if (w->fp_frames && unseen && unseen < h->depth &&
-		    !memcmp(h->pcs + h->depth - unseen, w->pcs + w->fp_frames,
-			    unseen * sizeof(h->pcs[0])))
-			return unseen;
+		if (r->n < depth && !memcmp(pcs + depth - r->n, r->pcs, r->n * sizeof(pcs[0])))
+			return depth - r->n;
 	}
-	return 0;
+	return depth;
 }
 
-/* h's user stack as the kernel's walk would root it; h's own CFI stack when nothing is cut
- * or memory ran out. */
-static const struct cpu_named_stack *fp_rooted(struct cpu_collector *c,
-					       struct cpu_target_state *t,
-					       struct cpu_auto_held *const *held, uint32_t n,
-					       const struct cpu_auto_held *h)
+struct cpu_named_stack *cpu_auto_fp_rooted(struct cpu_collector *c, struct cpu_target_state *t,
+					   uint32_t gen, const uint64_t *pcs, uint32_t depth,
+					   bool truncated, uint32_t fp_frames)
 {
-	uint32_t depth = h->depth - frames_unseen(held, n, h);
-	bool truncated = h->truncated && depth == h->depth;
-	struct cpu_named_key key = {
-		.hash = cpu_hash_pcs(h->pcs, depth) ^ truncated,
-		.gen = h->gen,
-		.kind = CPU_STACK_DWARF,
-	};
-	const struct cpu_named_stack *named;
+	uint32_t kept = fp_depth(t, pcs, depth, fp_frames);
+	struct cpu_named_key key = { .gen = gen, .kind = CPU_STACK_DWARF };
 
-	if (depth == h->depth)
-		return h->user;
-	named = cpu_name_pcs(c, t, &key, h->pcs, depth, truncated);
-	return named ? named : h->user;
+	truncated = truncated && kept == depth;
+	key.hash = cpu_hash_pcs(pcs, kept) ^ truncated;
+	return cpu_name_pcs(c, t, &key, pcs, kept, truncated);
 }
 
 void cpu_auto_release(struct cpu_collector *c, struct cpu_target_state *t, bool fp)
@@ -121,12 +126,24 @@ void cpu_auto_release(struct cpu_collector *c, struct cpu_target_state *t, bool 
 	 * what t holds. */
 	memcpy(held, t->auto_held, n * sizeof(held[0]));
 	t->auto_held_n = 0;
-	for (uint32_t i = 0; i < n; i++)
-		cpu_add_stacks(t, held[i]->comm, fp ? fp_rooted(c, t, held, n, held[i])
-						  : held[i]->user,
-			       false, held[i]->kern, 1, held[i]->sec);
+	for (uint32_t i = 0; i < n; i++) {
+		struct cpu_auto_held *h = held[i];
+		const struct cpu_named_stack *user = NULL;
+
+		if (fp)
+			user = cpu_auto_fp_rooted(c, t, h->gen, h->pcs, h->depth, h->truncated,
+						  h->fp_frames);
+		cpu_add_stacks(t, h->comm, user ? user : h->user, false, h->kern, 1, h->sec);
+	}
 	for (uint32_t i = 0; i < n; i++)
 		held_free(held[i]);
+}
+
+void cpu_auto_reset(struct cpu_collector *c, struct cpu_target_state *t)
+{
+	cpu_auto_release(c, t, false);
+	t->auto_roots_n = 0;
+	unwind_auto_reset(&t->unwind_auto);
 }
 
 void cpu_auto_free(struct cpu_target_state *t)

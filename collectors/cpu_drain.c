@@ -337,9 +337,22 @@ static struct cpu_named_stack *dwarf_stack(struct cpu_collector *c, struct cpu_t
 		return NULL;
 	*depth = unwinder_unwind(slot->unwinder, h->tid, &regs, &stack, c->dwarf_pcs,
 				 CPU_MAX_DEPTH, truncated);
-	if (c->unwind == CPU_UNWIND_AUTO && t->unwind_auto.verdict < 0 && is_newest_gen(t, slot))
-		unwind_auto_judge(&t->unwind_auto, &regs, &stack, h->stack_len >= CPU_STACK_BYTES,
-				  c->dwarf_pcs, *depth, fp_frames);
+	if (c->unwind == CPU_UNWIND_AUTO && is_newest_gen(t, slot)) {
+		bool cut = h->stack_len >= CPU_STACK_BYTES;
+		int found;
+
+		if (t->unwind_auto.verdict < 0) {
+			unwind_auto_judge(&t->unwind_auto, &regs, &stack, cut, c->dwarf_pcs,
+					  *depth, fp_frames);
+		} else if (!t->dwarf) {
+			/* Taken before the verdict moved t to the kernel's walk, still in the
+			 * ring then: rooted as that walk roots its stacks. */
+			if (!unwind_auto_fp_whole(&regs, &stack, cut, c->dwarf_pcs, *depth, &found))
+				found = 0;
+			return cpu_auto_fp_rooted(c, t, h->exec_gen, c->dwarf_pcs, *depth,
+						  *truncated, found);
+		}
+	}
 	key.hash = cpu_hash_pcs(c->dwarf_pcs, *depth) ^ *truncated;
 	n = find_named(c, t, &key);
 	if (n)

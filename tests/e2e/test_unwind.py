@@ -157,11 +157,35 @@ def test_auto_fp_verdict_roots_each_call_path_once(daemon, workloads):
     assert sum(roots.values()) > 0.9 * total
 
 
+def test_auto_held_samples_count_in_the_second_they_were_taken(daemon, workloads):
+    """At 49 Hz the 128 judged samples take 2.6 s or more: held until the verdict, they
+    still go in at their own seconds, so the last second's window holds only that second's
+    (at most two seconds of samples, 98), not all of them."""
+    daemon.set_frequency(49)
+    pid = workloads.start("cpu_split", 30).pid
+    write(daemon.target(pid) / "enable", "1")
+    try:
+        wait_for(lambda: daemon.status(pid)["unwind"] == "fp", 20, "auto to choose fp")
+        write(daemon.target(pid) / "window", "1")
+        recent = sum(daemon.folded(pid).values())
+        total = daemon.samples(pid)
+    finally:
+        write(daemon.target(pid) / "window", "0")
+        write(daemon.target(pid) / "enable", "0")
+    assert total >= 128
+    assert 0 < recent < 128, (recent, total)
+
+
 def test_auto_dwarf_verdict_roots_at_start(daemon, workloads):
     """The other verdict: nofp stays in dwarf mode, and its judged samples go in as unwound,
     rooted at _start like every later one."""
     daemon.set_frequency(997)
-    stacks, status = profile(daemon, workloads, "nofp", 60, samples=400)
+    proc = workloads.start("nofp", 60)
+    # Enabled once libc is mapped: the unwinder reads the mappings at the first sample and
+    # again only for a sampled address outside them, so a first sample in the dynamic
+    # loader would leave every later walk ending at libc's __libc_start_call_main.
+    wait_for(lambda: "libc.so" in read(f"/proc/{proc.pid}/maps"), 10, "libc to be mapped")
+    stacks, status = daemon.profile(proc.pid, 400)
     assert status["unwind"] == "dwarf"
     roots = roots_of_main(stacks)
     assert list(roots) == [START[:3]], roots
