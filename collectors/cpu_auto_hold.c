@@ -70,21 +70,19 @@ int cpu_auto_hold(struct cpu_target_state *t, const char *raw_comm, int64_t sec,
 
 	if (t->auto_held_n == UNWIND_AUTO_SAMPLES)
 		return -ENOSPC;
-	h = calloc(1, sizeof(*h) + depth * sizeof(h->pcs[0]));
+	h = malloc(sizeof(*h) + depth * sizeof(h->pcs[0]));
 	if (!h)
 		return -ENOMEM;
-	h->user = named_copy(user);
-	h->kern = kern ? named_copy(kern) : NULL;
+	*h = (struct cpu_auto_held){
+		.sec = sec, .gen = gen, .truncated = truncated, .depth = depth,
+		.fp_frames = fp_frames,
+		.user = named_copy(user), .kern = kern ? named_copy(kern) : NULL,
+	};
 	if (!h->user || (kern && !h->kern)) {
 		held_free(h);
 		return -ENOMEM;
 	}
 	memcpy(h->comm, raw_comm, CPU_COMM_LEN);
-	h->sec = sec;
-	h->gen = gen;
-	h->truncated = truncated;
-	h->depth = depth;
-	h->fp_frames = fp_frames;
 	memcpy(h->pcs, pcs, depth * sizeof(pcs[0]));
 	t->auto_held[t->auto_held_n++] = h;
 	learn_root(t, pcs, depth, fp_frames);
