@@ -2,6 +2,7 @@
 the root, inlined and demangled C++ frames, a stripped binary named from a debug directory,
 and a stock Debian interpreter named from its debug package."""
 import errno
+import re
 import secrets
 import subprocess
 from pathlib import Path
@@ -176,16 +177,44 @@ def test_auto_held_samples_count_in_the_second_they_were_taken(daemon, workloads
     assert 0 < recent < 128, (recent, total)
 
 
+def started(workloads, name, *args):
+    """A workload's pid once libc is mapped. The unwinder reads the mappings at the first
+    sample and again only for a sampled address outside them: a first sample in the dynamic
+    loader would leave every later walk ending in libc, at __libc_start_call_main."""
+    pid = workloads.start(name, *args).pid
+    wait_for(lambda: "libc.so" in read(f"/proc/{pid}/maps"), 10, "libc to be mapped")
+    return pid
+
+
+def kernel_samples(daemon):
+    """Samples the kernel took of enabled targets, daemon-wide."""
+    text = read(daemon.mnt / "metrics")
+    return int(re.search(r"^aperture_cpu_samples_total (\d+)$", text, re.M).group(1))
+
+
+def test_auto_disable_before_the_verdict_loses_nothing(daemon, workloads):
+    """At 49 Hz, 20 samples come in well under a second, short of the 128 judged: they wait
+    for a verdict that does not come, out of the profile, and the disable adds them as
+    unwound. Every sample the kernel took is in the profile."""
+    daemon.set_frequency(49)
+    pid = started(workloads, "cpu_split", 30)
+    before = kernel_samples(daemon)
+    write(daemon.target(pid) / "enable", "1")
+    wait_for(lambda: kernel_samples(daemon) - before >= 20, 15, "20 samples")
+    status = daemon.status(pid)
+    write(daemon.target(pid) / "enable", "0")
+    total = daemon.final_samples(pid)
+    assert status["unwind"] == "dwarf" and status["samples"] == "0", status
+    assert total == kernel_samples(daemon) - before >= 20
+    roots = roots_of_main(daemon.folded(pid))
+    assert list(roots) == [START[:3]], roots
+
+
 def test_auto_dwarf_verdict_roots_at_start(daemon, workloads):
     """The other verdict: nofp stays in dwarf mode, and its judged samples go in as unwound,
     rooted at _start like every later one."""
     daemon.set_frequency(997)
-    proc = workloads.start("nofp", 60)
-    # Enabled once libc is mapped: the unwinder reads the mappings at the first sample and
-    # again only for a sampled address outside them, so a first sample in the dynamic
-    # loader would leave every later walk ending at libc's __libc_start_call_main.
-    wait_for(lambda: "libc.so" in read(f"/proc/{proc.pid}/maps"), 10, "libc to be mapped")
-    stacks, status = daemon.profile(proc.pid, 400)
+    stacks, status = daemon.profile(started(workloads, "nofp", 60), 400)
     assert status["unwind"] == "dwarf"
     roots = roots_of_main(stacks)
     assert list(roots) == [START[:3]], roots
