@@ -177,15 +177,6 @@ def test_auto_held_samples_count_in_the_second_they_were_taken(daemon, workloads
     assert 0 < recent < 128, (recent, total)
 
 
-def started(workloads, name, *args):
-    """A workload's pid once libc is mapped. The unwinder reads the mappings at the first
-    sample and again only for a sampled address outside them: a first sample in the dynamic
-    loader would leave every later walk ending in libc, at __libc_start_call_main."""
-    pid = workloads.start(name, *args).pid
-    wait_for(lambda: "libc.so" in read(f"/proc/{pid}/maps"), 10, "libc to be mapped")
-    return pid
-
-
 def kernel_samples(daemon):
     """Samples the kernel took of enabled targets, daemon-wide."""
     text = read(daemon.mnt / "metrics")
@@ -197,7 +188,7 @@ def test_auto_disable_before_the_verdict_loses_nothing(daemon, workloads):
     for a verdict that does not come, out of the profile, and the disable adds them as
     unwound. Every sample the kernel took is in the profile."""
     daemon.set_frequency(49)
-    pid = started(workloads, "cpu_split", 30)
+    pid = workloads.start("cpu_split", 30).pid
     before = kernel_samples(daemon)
     write(daemon.target(pid) / "enable", "1")
     wait_for(lambda: kernel_samples(daemon) - before >= 20, 15, "20 samples")
@@ -214,11 +205,31 @@ def test_auto_dwarf_verdict_roots_at_start(daemon, workloads):
     """The other verdict: nofp stays in dwarf mode, and its judged samples go in as unwound,
     rooted at _start like every later one."""
     daemon.set_frequency(997)
-    stacks, status = daemon.profile(started(workloads, "nofp", 60), 400)
+    stacks, status = daemon.profile(workloads.start("nofp", 60).pid, 400)
     assert status["unwind"] == "dwarf"
     roots = roots_of_main(stacks)
     assert list(roots) == [START[:3]], roots
     assert sum(roots.values()) > 0.9 * sum(stacks.values())
+
+
+def test_walks_reach_main_through_a_library_loaded_since(daemon, workloads):
+    """dlopen_late burns a second in its own code, so the unwinder reads its mappings then,
+    and then burns in its own code again, called back from a library it loads only now and
+    that keeps no frame pointers. The sampled pc is in a module known, the return address
+    into the library is not: the mappings are read again for it, and the walks reach main."""
+    write(daemon.mnt / "config" / "unwind", "dwarf")
+    pid = workloads.start("dlopen_late", 1, 60).pid
+    write(daemon.target(pid) / "enable", "1")
+    wait_for(lambda: "libcall.so" in read(f"/proc/{pid}/maps"), 15, "libcall.so to be loaded")
+    daemon.wait_samples(pid, daemon.samples(pid) + 300)
+    write(daemon.target(pid) / "enable", "0")
+    daemon.final_samples(pid)
+    stacks = daemon.folded(pid)
+    late = {f: n for f, n in stacks.items() if user_frames(f)[-1:] == ("late",)}
+    assert sum(late.values()) >= 200, stacks
+    # Without the library's CFI, libdw's frame-pointer guess past lib_call skips main.
+    assert share(late, lambda f: f == (*START, "lib_call", "late", "burn_[i]")) > 0.95, \
+        sorted(late.items(), key=lambda kv: -kv[1])[:3]
 
 
 def test_cpp_names_are_demangled_with_inlined_frames(daemon, workloads):
