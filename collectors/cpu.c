@@ -353,6 +353,7 @@ void cpu_collector_forget_names(struct cpu_collector *c)
 void cpu_target_state_free(struct cpu_target_state *t)
 {
 	cpu_java_free(t);
+	cpu_auto_free(t);
 	forget_named(t);
 	for (int i = 0; i < CPU_GENS; i++) {
 		proc_syms_free(t->gens[i].syms);
@@ -432,7 +433,7 @@ struct cpu_gen_syms *cpu_gen_syms_put(struct cpu_collector *c, struct cpu_target
 	victim->unwinder = NULL;
 	victim->syms = syms;
 	/* A new executable may keep frame pointers where the old one did not. */
-	unwind_auto_reset(&t->unwind_auto);
+	cpu_auto_reset(c, t);
 	cpu_target_apply_unwind(c, t);
 	victim->gen = gen;
 	/* Maps read while the loader was still mapping libraries miss them: the first address
@@ -482,8 +483,12 @@ void cpu_collector_set_unwind(struct cpu_collector *c, enum cpu_unwind mode)
 
 	pthread_mutex_lock(&c->lock);
 	c->unwind = mode;
-	HASH_ITER(hh, c->targets, t, tmp)
+	HASH_ITER(hh, c->targets, t, tmp) {
+		/* No verdict will come: what waited for one goes in as unwound. */
+		if (mode != CPU_UNWIND_AUTO)
+			cpu_auto_release(c, t, false);
 		cpu_target_apply_unwind(c, t);
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -598,6 +603,7 @@ uint64_t cpu_collector_remove(struct cpu_collector *c, pid_t pid, int64_t now)
 		/* Drain now, so the profile is final when disable, expiry or exit is shown. */
 		cpu_drain_locked(c, now);
 		cpu_java_flush(t, true);
+		cpu_auto_release(c, t, false);
 		cpu_follow_forget(c, pid);
 		HASH_DEL(c->targets, t);
 		cpu_target_state_free(t);

@@ -143,7 +143,7 @@ static bool is_named(const char *name)
 	return !plus || strncmp(plus, "+0x", 3) || plus[3 + strspn(plus + 3, "0123456789abcdef")];
 }
 
-static uint64_t hash_pcs(const uint64_t *pcs, uint32_t n)
+uint64_t cpu_hash_pcs(const uint64_t *pcs, uint32_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
 
@@ -315,42 +315,58 @@ lost:
 	return 0;
 }
 
-/* The user stack of a dwarf-mode sample, unwound and named. NULL if the sample's address
- * space can't be had any more, or memory ran out. */
+/* The user stack of a dwarf-mode sample, unwound (into c->dwarf_pcs, *depth of them) and
+ * named; *fp_frames: what unwind_auto_judge made of it, -1 if it was not judged. NULL if the
+ * sample's address space can't be had any more, or memory ran out. */
 static struct cpu_named_stack *dwarf_stack(struct cpu_collector *c, struct cpu_target_state *t,
-					   const struct cpu_dwarf_hdr *h)
+					   const struct cpu_dwarf_hdr *h, int *depth,
+					   bool *truncated, int *fp_frames)
 {
 	struct unwind_regs regs = { .ip = h->ip, .sp = h->sp, .bp = h->bp };
 	struct unwind_stack stack = { .data = h + 1, .len = h->stack_len };
 	struct cpu_named_key key = { .gen = h->exec_gen, .kind = CPU_STACK_DWARF };
 	struct cpu_gen_syms *slot;
 	struct cpu_named_stack *n;
-	bool truncated;
-	int depth;
 
+	*fp_frames = -1;
 	if (!cpu_gen_syms(c, t, h->exec_gen, &slot))
 		return NULL;
 	/* Only the current address space can be read: an exec'd one has no maps left. */
 	if (!slot->unwinder && (!is_newest_gen(t, slot) ||
 				unwinder_new(t->pid, &slot->unwinder)))
 		return NULL;
-	depth = unwinder_unwind(slot->unwinder, h->tid, &regs, &stack, c->dwarf_pcs,
-				CPU_MAX_DEPTH, &truncated);
-	if (c->unwind == CPU_UNWIND_AUTO && t->unwind_auto.verdict < 0 && is_newest_gen(t, slot) &&
-	    unwind_auto_judge(&t->unwind_auto, &regs, &stack, h->stack_len >= CPU_STACK_BYTES,
-			      c->dwarf_pcs, depth) >= 0)
-		cpu_target_apply_unwind(c, t);
-	key.hash = hash_pcs(c->dwarf_pcs, depth) ^ truncated;
+	*depth = unwinder_unwind(slot->unwinder, h->tid, &regs, &stack, c->dwarf_pcs,
+				 CPU_MAX_DEPTH, truncated);
+	if (c->unwind == CPU_UNWIND_AUTO && is_newest_gen(t, slot)) {
+		bool cut = h->stack_len >= CPU_STACK_BYTES;
+		int found;
+
+		if (t->unwind_auto.verdict < 0) {
+			unwind_auto_judge(&t->unwind_auto, &regs, &stack, cut, c->dwarf_pcs,
+					  *depth, fp_frames);
+		} else if (!t->dwarf) {
+			/* Taken before the verdict moved t to the kernel's walk, still in the
+			 * ring then: rooted as that walk roots its stacks. */
+			if (!unwind_auto_fp_whole(&regs, &stack, cut, c->dwarf_pcs, *depth, &found))
+				found = 0;
+			return cpu_auto_fp_rooted(c, t, h->exec_gen, c->dwarf_pcs, *depth,
+						  *truncated, found);
+		}
+	}
+	key.hash = cpu_hash_pcs(c->dwarf_pcs, *depth) ^ *truncated;
 	n = find_named(c, t, &key);
 	if (n)
 		return n;
-	return name_stack(c, t, &key, c->dwarf_pcs, depth, truncated);
+	return name_stack(c, t, &key, c->dwarf_pcs, *depth, *truncated);
 }
 
 static int dwarf_sample(struct cpu_collector *c, const struct cpu_dwarf_hdr *h, size_t size)
 {
 	struct cpu_named_stack *user, *kern = NULL;
 	struct cpu_target_state *t;
+	int depth, fp_frames;
+	int64_t sec = time(NULL);
+	bool truncated;
 	pid_t pid;
 
 	if (size < sizeof(*h) || h->stack_len > size - sizeof(*h))
@@ -360,15 +376,20 @@ static int dwarf_sample(struct cpu_collector *c, const struct cpu_dwarf_hdr *h, 
 	HASH_FIND_INT(c->targets, &pid, t);
 	if (!t)
 		return 0; /* disabled since */
-	user = dwarf_stack(c, t, h);
-	if (!user || (h->kstack && !(kern = named_stack(c, t, h->kstack, 0, true)))) {
+	user = dwarf_stack(c, t, h, &depth, &truncated, &fp_frames);
+	if (!user || (h->kstack && !(kern = named_stack(c, t, h->kstack, 0, true))))
 		atomic_fetch_add(&c->stacks_lost, 1);
-		return 0;
+	else if (t->java_signo)
+		cpu_java_hold(t, h->comm, h->tid, h->ns, user, kern, sec);
+	/* A judged sample waits for the verdict, so that it roots as the later ones will. */
+	else if (fp_frames < 0 || cpu_auto_hold(t, h->comm, sec, h->exec_gen, c->dwarf_pcs, depth,
+						truncated, fp_frames, user, kern))
+		cpu_add_stacks(t, h->comm, user, false, kern, 1, sec);
+	if (fp_frames >= 0 && t->unwind_auto.verdict >= 0) {
+		cpu_target_apply_unwind(c, t);
+		/* As the target is sampled from now on (a JVM stays in dwarf mode). */
+		cpu_auto_release(c, t, !t->dwarf);
 	}
-	if (t->java_signo)
-		cpu_java_hold(t, h->comm, h->tid, h->ns, user, kern, time(NULL));
-	else
-		cpu_add_stacks(t, h->comm, user, false, kern, 1, time(NULL));
 	return 0;
 }
 

@@ -315,6 +315,8 @@ static void drop_children(struct cpu_collector *c, struct pid_list *l)
 		bpf_map_delete_elem(bpf_map__fd(c->skel->maps.targets), &l->v[i]);
 		HASH_FIND_INT(c->targets, &l->v[i], t);
 		if (t) {
+			/* Exited before a verdict: its judged samples go in as unwound. */
+			cpu_auto_release(c, t, false);
 			HASH_DEL(c->targets, t);
 			cpu_target_state_free(t);
 		}

@@ -51,6 +51,14 @@ struct cpu_named_stack {
 	uint32_t ids[];
 };
 
+/* The outermost frames of a CFI stack that a whole frame-pointer walk did not find: a
+ * thread's start-up in the C library. Few kinds per process (main thread, other threads). */
+#define CPU_AUTO_ROOTS 8
+struct cpu_auto_root {
+	uint32_t n;
+	uint64_t pcs[UNWIND_AUTO_ROOT_FRAMES];
+};
+
 struct cpu_target_state {
 	pid_t pid;
 	struct profile *profile;
@@ -58,6 +66,10 @@ struct cpu_target_state {
 	struct cpu_named_stack *named;
 	uint64_t drops;           /* kernel-side drops, as last read */
 	struct unwind_auto unwind_auto; /* config/unwind auto's verdict on its address space */
+	struct cpu_auto_held *auto_held[UNWIND_AUTO_SAMPLES]; /* judged, waiting for the verdict */
+	uint32_t auto_held_n;
+	struct cpu_auto_root auto_roots[CPU_AUTO_ROOTS]; /* start-up frames fp walks don't see */
+	uint32_t auto_roots_n;
 	bool dwarf;               /* in the kernel's dwarf_targets */
 	uint64_t frames_named, frames_total;
 	pid_t fork_root;          /* a followed child: the target it descends from, else 0 */
@@ -149,6 +161,8 @@ struct cpu_named_stack *cpu_name_pcs(struct cpu_collector *c, struct cpu_target_
 int cpu_add_stacks(struct cpu_target_state *t, const char *raw_comm,
 		   const struct cpu_named_stack *user, bool user_err,
 		   const struct cpu_named_stack *kern, uint64_t count, int64_t now);
+/* The key hash of a dwarf-mode user stack of depth pcs (leaf first). */
+uint64_t cpu_hash_pcs(const uint64_t *pcs, uint32_t depth);
 /* Sums over the CPUs of entries 0..n-1 of a per-CPU array of __u64 (entries that can't be
  * read stay 0). */
 void cpu_percpu_sums(int fd, int ncpus, __u64 *sums, __u32 n);
@@ -172,6 +186,22 @@ int cpu_java_hold(struct cpu_target_state *t, const char *raw_comm, uint32_t tid
 		  int64_t sec);
 void cpu_java_flush(struct cpu_target_state *t, bool force);
 void cpu_java_free(struct cpu_target_state *t);
+/* cpu_auto_hold.c: a sample judged under config/unwind auto (its CFI pcs, fp_frames of them
+ * found by the frame-pointer walk if it was whole, else 0; user and kern copied), held until
+ * the verdict, and at most UNWIND_AUTO_SAMPLES of them (else -ENOSPC). */
+int cpu_auto_hold(struct cpu_target_state *t, const char *raw_comm, int64_t sec, uint32_t gen,
+		  const uint64_t *pcs, uint32_t depth, bool truncated, uint32_t fp_frames,
+		  const struct cpu_named_stack *user, const struct cpu_named_stack *kern);
+/* A CFI stack cut to what the kernel's walk would show, named (NULL if memory ran out): the
+ * fp_frames it found if whole, else all but the start-up frames whole walks of t missed. */
+struct cpu_named_stack *cpu_auto_fp_rooted(struct cpu_collector *c, struct cpu_target_state *t,
+					   uint32_t gen, const uint64_t *pcs, uint32_t depth,
+					   bool truncated, uint32_t fp_frames);
+/* Adds what is held, rooted as the kernel's walk roots its stacks (fp) or as unwound. */
+void cpu_auto_release(struct cpu_collector *c, struct cpu_target_state *t, bool fp);
+/* A new address space: what was held goes in as unwound, and judging starts again. */
+void cpu_auto_reset(struct cpu_collector *c, struct cpu_target_state *t);
+void cpu_auto_free(struct cpu_target_state *t);
 struct proc_syms *cpu_gen_syms(struct cpu_collector *c, struct cpu_target_state *t,
 			       uint32_t gen, struct cpu_gen_syms **slot);
 /* Gives t the mappings syms, read for generation gen: the slot they went to (replacing an

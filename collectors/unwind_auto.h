@@ -33,15 +33,17 @@ struct unwind_auto {
 void unwind_auto_reset(struct unwind_auto *a);
 
 /* Whether the frame-pointer walk from regs through stack finds pcs[0..depth) (as the CFI
- * unwinder gave them: the ip, then return addresses), all but UNWIND_AUTO_ROOT_FRAMES. copy_cut: the copy stopped at its size
- * limit, not at the end of the stack; frames past it then count as found when the walk was
- * still going there. */
+ * unwinder gave them: the ip, then return addresses), all but UNWIND_AUTO_ROOT_FRAMES; *found
+ * is how many it found, leaf first: pcs[0..*found) is the stack the kernel's walk would have
+ * recorded. copy_cut: the copy stopped at its size limit, not at the end of the stack;
+ * frames past it then count as found when the walk was still going there. */
 bool unwind_auto_fp_whole(const struct unwind_regs *regs, const struct unwind_stack *stack,
-			  bool copy_cut, const uint64_t *pcs, int depth);
+			  bool copy_cut, const uint64_t *pcs, int depth, int *found);
 
-/* Judges one sample; returns the verdict, -1 while judging. After the verdict, no-op. */
+/* Judges one sample; returns the verdict, -1 while judging. *fp_frames: the frames the walk
+ * found if it was whole, else 0. After the verdict, no-op (*fp_frames untouched). */
 int unwind_auto_judge(struct unwind_auto *a, const struct unwind_regs *regs,
 		      const struct unwind_stack *stack, bool copy_cut, const uint64_t *pcs,
-		      int depth);
+		      int depth, int *fp_frames);
 
 #endif

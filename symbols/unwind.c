@@ -17,12 +17,18 @@
 #define DWARF_RBP 6
 #define DWARF_RSP 7
 #define DWARF_RIP 16
+/* Walks that pass a return address outside every module read the mappings again at once
+ * this many times, then once a second at most: a process enabled as it starts can have its
+ * mappings read before the loader mapped its libraries, and one may dlopen a library that
+ * calls back into code known before. */
+#define UNWIND_EARLY_REPORTS 4
 
 struct unwinder {
 	Dwfl *dwfl;
 	pid_t pid;
 	pid_t reader; /* whose /proc/<id>/ shows pid's address space (procmaps_reader) */
 	int64_t reported_at; /* CLOCK_MONOTONIC second the mappings were last read */
+	int early_reports;   /* read again for a walk ending outside them, before the limit */
 	/* The sample being unwound. */
 	const struct unwind_regs *regs;
 	const struct unwind_stack *stack;
@@ -229,19 +235,48 @@ static int on_frame(Dwfl_Frame *state, void *arg)
 	return DWARF_CB_OK;
 }
 
+static void walk(struct unwinder *u, pid_t tid, struct walk *w)
+{
+	w->n = 0;
+	w->full = false;
+	u->read_past_copy = false;
+	dwfl_getthread_frames(u->dwfl, tid, on_frame, w);
+}
+
+/* The walk passed a return address in no module known (past it, libdw guessed from frame
+ * pointers, or stopped), and the mappings may be read again for it. */
+static bool passed_unmapped(struct unwinder *u, const struct walk *w)
+{
+	int i = 1;
+
+	while (i < w->n && dwfl_addrmodule(u->dwfl, w->pcs[i] - 1))
+		i++;
+	if (i >= w->n)
+		return false;
+	if (u->early_reports < UNWIND_EARLY_REPORTS) {
+		u->early_reports++;
+		return true;
+	}
+	return mono_now() > u->reported_at;
+}
+
 int unwinder_unwind(struct unwinder *u, pid_t tid, const struct unwind_regs *regs,
 		    const struct unwind_stack *stack, uint64_t *pcs, int max, bool *truncated)
 {
 	struct walk w = { .pcs = pcs, .max = max };
 
+	u->regs = regs;
+	u->stack = stack;
 	/* A pc outside every module: something was mapped since (dlopen). Once a second at
 	 * most, so code that is not in a file (JIT) does not re-read maps on every sample. */
 	if (!dwfl_addrmodule(u->dwfl, regs->ip) && mono_now() > u->reported_at)
 		report(u);
-	u->regs = regs;
-	u->stack = stack;
-	u->read_past_copy = false;
-	dwfl_getthread_frames(u->dwfl, tid, on_frame, &w);
+	walk(u, tid, &w);
+	/* Without that library's CFI every later walk would go wrong there too. */
+	if (passed_unmapped(u, &w)) {
+		report(u);
+		walk(u, tid, &w);
+	}
 	*truncated = w.full || u->read_past_copy;
 	return w.n;
 }

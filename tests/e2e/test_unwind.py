@@ -2,13 +2,14 @@
 the root, inlined and demangled C++ frames, a stripped binary named from a debug directory,
 and a stock Debian interpreter named from its debug package."""
 import errno
+import re
 import secrets
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import read, user_frames, write, write_errno
+from helpers import read, user_frames, wait_for, write, write_errno
 
 HZ = 499
 
@@ -122,6 +123,113 @@ def test_truncation_marker_at_the_exact_depth_limit(daemon, workloads, extra):
     want = ("[truncated]", *full) if extra else full
     assert share(stacks, lambda f: f == want) > 0.9, \
         sorted(stacks.items(), key=lambda kv: -kv[1])[:2]
+
+
+def roots_of_main(stacks):
+    """Samples by the frames above main, for the stacks that reach it."""
+    roots = {}
+    for frames, n in stacks.items():
+        user = user_frames(frames)
+        if "main" in user:
+            root = user[:user.index("main")]
+            roots[root] = roots.get(root, 0) + n
+    return roots
+
+
+def test_auto_fp_verdict_roots_each_call_path_once(daemon, workloads):
+    """cpu_split keeps frame pointers: auto judges its first 128 samples from CFI, then hands
+    it to the kernel's walk, which ends at __libc_start_call_main (glibc's start-up has no
+    frame pointers). The judged samples wait for the verdict and go in as that walk would
+    have seen them: one root for main, and not one sample lost."""
+    daemon.set_frequency(997)
+    pid = workloads.start("cpu_split", 30).pid
+    write(daemon.target(pid) / "enable", "1")
+    wait_for(lambda: daemon.status(pid)["unwind"] == "fp", 20, "auto to choose fp")
+    # The held samples went in with the verdict.
+    at_verdict = daemon.samples(pid)
+    assert at_verdict >= 128
+    daemon.wait_samples(pid, at_verdict + 300)
+    write(daemon.target(pid) / "enable", "0")
+    total = daemon.final_samples(pid)
+    stacks = daemon.folded(pid)
+    assert sum(stacks.values()) == total
+    roots = roots_of_main(stacks)
+    assert list(roots) == [("__libc_start_call_main",)], roots
+    assert sum(roots.values()) > 0.9 * total
+
+
+def test_auto_held_samples_count_in_the_second_they_were_taken(daemon, workloads):
+    """At 49 Hz the 128 judged samples take 2.6 s or more: held until the verdict, they
+    still go in at their own seconds, so the last second's window holds only that second's
+    (at most two seconds of samples, 98), not all of them."""
+    daemon.set_frequency(49)
+    pid = workloads.start("cpu_split", 30).pid
+    write(daemon.target(pid) / "enable", "1")
+    try:
+        wait_for(lambda: daemon.status(pid)["unwind"] == "fp", 20, "auto to choose fp")
+        write(daemon.target(pid) / "window", "1")
+        recent = sum(daemon.folded(pid).values())
+        total = daemon.samples(pid)
+    finally:
+        write(daemon.target(pid) / "window", "0")
+        write(daemon.target(pid) / "enable", "0")
+    assert total >= 128
+    assert 0 < recent < 128, (recent, total)
+
+
+def kernel_samples(daemon):
+    """Samples the kernel took of enabled targets, daemon-wide."""
+    text = read(daemon.mnt / "metrics")
+    return int(re.search(r"^aperture_cpu_samples_total (\d+)$", text, re.M).group(1))
+
+
+def test_auto_disable_before_the_verdict_loses_nothing(daemon, workloads):
+    """At 49 Hz, 20 samples come in well under a second, short of the 128 judged: they wait
+    for a verdict that does not come, out of the profile, and the disable adds them as
+    unwound. Every sample the kernel took is in the profile."""
+    daemon.set_frequency(49)
+    pid = workloads.start("cpu_split", 30).pid
+    before = kernel_samples(daemon)
+    write(daemon.target(pid) / "enable", "1")
+    wait_for(lambda: kernel_samples(daemon) - before >= 20, 15, "20 samples")
+    status = daemon.status(pid)
+    write(daemon.target(pid) / "enable", "0")
+    total = daemon.final_samples(pid)
+    assert status["unwind"] == "dwarf" and status["samples"] == "0", status
+    assert total == kernel_samples(daemon) - before >= 20
+    roots = roots_of_main(daemon.folded(pid))
+    assert list(roots) == [START[:3]], roots
+
+
+def test_auto_dwarf_verdict_roots_at_start(daemon, workloads):
+    """The other verdict: nofp stays in dwarf mode, and its judged samples go in as unwound,
+    rooted at _start like every later one."""
+    daemon.set_frequency(997)
+    stacks, status = daemon.profile(workloads.start("nofp", 60).pid, 400)
+    assert status["unwind"] == "dwarf"
+    roots = roots_of_main(stacks)
+    assert list(roots) == [START[:3]], roots
+    assert sum(roots.values()) > 0.9 * sum(stacks.values())
+
+
+def test_walks_reach_main_through_a_library_loaded_since(daemon, workloads):
+    """dlopen_late burns a second in its own code, so the unwinder reads its mappings then,
+    and then burns in its own code again, called back from a library it loads only now and
+    that keeps no frame pointers. The sampled pc is in a module known, the return address
+    into the library is not: the mappings are read again for it, and the walks reach main."""
+    write(daemon.mnt / "config" / "unwind", "dwarf")
+    pid = workloads.start("dlopen_late", 1, 60).pid
+    write(daemon.target(pid) / "enable", "1")
+    wait_for(lambda: "libcall.so" in read(f"/proc/{pid}/maps"), 15, "libcall.so to be loaded")
+    daemon.wait_samples(pid, daemon.samples(pid) + 300)
+    write(daemon.target(pid) / "enable", "0")
+    daemon.final_samples(pid)
+    stacks = daemon.folded(pid)
+    late = {f: n for f, n in stacks.items() if user_frames(f)[-1:] == ("late",)}
+    assert sum(late.values()) >= 200, stacks
+    # Without the library's CFI, libdw's frame-pointer guess past lib_call skips main.
+    assert share(late, lambda f: f == (*START, "lib_call", "late", "burn_[i]")) > 0.95, \
+        sorted(late.items(), key=lambda kv: -kv[1])[:3]
 
 
 def test_cpp_names_are_demangled_with_inlined_frames(daemon, workloads):
