@@ -624,6 +624,28 @@ static void ops_status(void *self, FILE *out)
 	fprintf(out, "blocking_events_lost: %llu\n", (unsigned long long)os.events_lost);
 }
 
+static void ops_metrics(void *self, struct collector_metrics *m)
+{
+	static const char dropped[] = "aperture_offcpu_waits_dropped_total",
+			  dropped_help[] = "Off-CPU waits dropped, by cause.";
+	struct offcpu_collector_stats os = {0};
+
+	offcpu_collector_get_stats(self, &os);
+	m->active = os.running;
+	const struct collector_metric rows[] = {
+		{ "aperture_offcpu_waits_total", "counter",
+		  "Off-CPU waits of enabled targets kept.", .value = os.waits },
+		{ dropped, "counter", dropped_help, "cause", "counts_map_full", os.counts_full },
+		{ dropped, "counter", dropped_help, "cause", "start_map_full", os.start_full },
+		{ dropped, "counter", dropped_help, "cause", "stack_lost", os.stacks_lost },
+		{ "aperture_offcpu_stacks_map_full_total", "counter",
+		  "Off-CPU stacks not stored: the stacks map was full.", .value = os.stacks_full },
+		{ "aperture_blocking_events_lost_total", "counter",
+		  "Blocking events dropped: the ring buffer was full.", .value = os.events_lost },
+	};
+	collector_metrics_add(m, rows, sizeof(rows) / sizeof(rows[0]));
+}
+
 const struct collector_ops offcpu_collector_ops = {
 	.name = "offcpu",
 	.node_cost = "a program on every context switch of the node",
@@ -634,4 +656,5 @@ const struct collector_ops offcpu_collector_ops = {
 	.drain = ops_drain,
 	.target_status = ops_target_status,
 	.status = ops_status,
+	.metrics = ops_metrics,
 };
