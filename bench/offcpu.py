@@ -21,7 +21,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Daemon, Gated, folded_stats, median, read_text, task_cpu_s, wait_until  # noqa
+from common import (Daemon, Gated, folded_stats, median, read_text, set_bpf_stats,  # noqa
+                    task_cpu_s, wait_until)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
@@ -144,28 +145,35 @@ def switch_prog_stats(pid):
     return cnt, ns
 
 
-def per_run_ns(argv, tracer, tmp):
-    """One more run with kernel.bpf_stats_enabled on (it costs itself, so never during the
-    pairs): the tracer's programs' mean time per run."""
-    w = Gated(argv, tmp, "stats")
-    try:
-        tracer.attach(w.pid, tmp)
-        time.sleep(1.0)
-        owner = tracer.d.pid if isinstance(tracer, Aperture) else tracer.proc.pid
-        c0, t0 = switch_prog_stats(owner)
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write("1")
-        w.release()
-        w.finish()
-    finally:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write("0")
-        if w.proc.poll() is None:
-            w.proc.kill()
-    c1, t1 = switch_prog_stats(owner)
-    tracer.begin()
-    tracer.finish()
-    return (t1 - t0) / (c1 - c0) if c1 > c0 else float("nan")
+def paired_ns(argv, a, b, tmp, reps):
+    """Both tracers attached at once to the same runs, kernel.bpf_stats_enabled on: their
+    programs run on the same switches under the same load, so the ratio of their times is
+    the ratio of their costs per switch, free of the machine's drift between runs. The
+    attach order alternates. Returns per rep (a's ns/run, b's ns/run)."""
+    out = []
+    for r in range(reps):
+        w = Gated(argv, tmp, f"paired-{r}")
+        first, second = (a, b) if r % 2 == 0 else (b, a)
+        try:
+            first.attach(w.pid, tmp)
+            second.attach(w.pid, tmp)
+            time.sleep(1.0)
+            owners = [t.d.pid if isinstance(t, Aperture) else t.proc.pid for t in (a, b)]
+            before = [switch_prog_stats(o) for o in owners]
+            set_bpf_stats(True)
+            w.release()
+            w.finish()
+        finally:
+            set_bpf_stats(False)
+            if w.proc.poll() is None:
+                w.proc.kill()
+        after = [switch_prog_stats(o) for o in owners]
+        for t in (a, b):
+            t.begin()
+            t.finish()
+        out.append(tuple((t1 - t0) / (c1 - c0) if c1 > c0 else float("nan")
+                         for (c0, t0), (c1, t1) in zip(before, after)))
+    return out
 
 
 def run_once(argv, tracer, tmp, tag):
@@ -192,6 +200,8 @@ def main():
     ap.add_argument("--aperture", default=os.path.join(HERE, "..", "build", "aperture"))
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--trips", type=int, default=100000)
+    ap.add_argument("--paired", type=int, default=6,
+                    help="runs with both tracers attached at once, for the cost per switch")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="aperture-offcpu-bench-")
     binary = os.path.join(tmp, "pingpong")
@@ -220,10 +230,11 @@ def main():
                 base, prof = recs if r % 2 == 0 else recs[::-1]
                 pairs[t.name].append((base, prof))
                 print(f"pair {r} {t.name}: {prof['wall'] / base['wall']:.3f}", flush=True)
-        ns_per_run = {}
-        for t in tracers:
-            if t.name not in errors:
-                ns_per_run[t.name] = per_run_ns(argv, t, tmp)
+        paired = {}
+        for ap_t, bcc_t in ((tracers[0], tracers[1]), (tracers[2], tracers[3])):
+            if ap_t.name not in errors and bcc_t.name not in errors and args.paired:
+                paired[ap_t.name] = (bcc_t.name, paired_ns(argv, ap_t, bcc_t, tmp,
+                                                           args.paired))
     finally:
         daemon.stop()
     rows = {}
@@ -236,22 +247,28 @@ def main():
                       "wall_max": max(wall), "cpu_ratio": median(cpu),
                       "base_wall_s": median([b["wall"] for b, _ in ps]),
                       "prof_cpu_run_s": median([p["prof_cpu_run"] for _, p in ps]),
-                      "attach_s": median([p["attach_s"] for _, p in ps]),
-                      "bpf_ns_per_run": ns_per_run.get(name)}
+                      "attach_s": median([p["attach_s"] for _, p in ps])}
         if "offcpu_us" in ps[0][1]:
             rows[name]["offcpu_s_in_profile"] = median([p["offcpu_us"] / 1e6 for _, p in ps])
     lines = [f"context-switch ping-pong, {args.trips} round trips, {args.pairs} ABBA pairs, "
              f"{os.cpu_count()} CPUs, kernel {os.uname().release}",
-             f"{'tracer':32} {'wall ratio (min-max)':24} {'cpu ratio':>9} {'tracer CPU':>10} "
-             f"{'BPF ns/run':>10}"]
+             f"{'tracer':32} {'wall ratio (min-max)':24} {'cpu ratio':>9} {'tracer CPU':>10}"]
     for name, r in rows.items():
         lines.append(f"{name:32} {r['wall_ratio']:.3f} ({r['wall_min']:.3f}-{r['wall_max']:.3f})"
-                     f"{'':5} {r['cpu_ratio']:9.3f} {r['prof_cpu_run_s']:9.2f}s "
-                     f"{r['bpf_ns_per_run'] or float('nan'):10.0f}")
+                     f"{'':5} {r['cpu_ratio']:9.3f} {r['prof_cpu_run_s']:9.2f}s")
     lines.append("wall/cpu ratio: median over pairs of traced / untraced (cpu: the workload's "
-                 "own user+sys, where in-kernel tracing is charged); BPF ns/run: mean time of "
-                 "the tracer's sched_switch program per run (every switch on the machine "
-                 "runs it), from a separate run with kernel.bpf_stats_enabled")
+                 "own user+sys, where in-kernel tracing is charged)")
+    lines.append(f"in-kernel cost per switch, both attached to the same {args.paired} runs "
+                 "(kernel.bpf_stats_enabled; the mean time of each sched_switch program run, "
+                 "every switch of the machine runs both):")
+    for ap_name, (peer, reps) in paired.items():
+        ratios = [x / y for x, y in reps]
+        # the program attached first runs first on each switch and meets the cold caches
+        first, second = median(ratios[0::2]), median(ratios[1::2])
+        lines.append(f"  {ap_name}: {median([x for x, _ in reps]):.0f} ns, {peer}: "
+                     f"{median([y for _, y in reps]):.0f} ns; aperture / BCC "
+                     f"{first:.3f} attached first, {second:.3f} second, geometric mean "
+                     f"{(first * second) ** 0.5:.3f}")
     for name, why in errors.items():
         lines.append(f"{name:32} could not run: {why}")
     for ap_name, peer in (("aperture offcpu.folded", "BCC, offcputime's method"),
@@ -268,7 +285,8 @@ def main():
     with open(os.path.join(HERE, "results", f"offcpu-{stamp}.txt"), "w") as f:
         f.write(text)
     with open(os.path.join(HERE, "results", f"offcpu-{stamp}.json"), "w") as f:
-        json.dump({"rows": rows, "errors": errors, "trips": args.trips}, f, indent=1)
+        json.dump({"rows": rows, "errors": errors, "trips": args.trips,
+                   "paired_ns": paired}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ static __always_inline bool may_be_target(__u32 tgid)
 	return hint && (*hint == tgid || *hint == OFFCPU_HINT_SHARED);
 }
 
-/* Threads of enabled targets that are off CPU now, by tid. */
+/* Threads of enabled targets, by tid: what each looked like at its last switch-out, and
+ * whether it is off CPU now (ts != 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -116,43 +117,66 @@ static __always_inline void stat_inc(__u32 idx)
 		(*v)++;
 }
 
+/* The record of a target's thread: made at its first switch-out, then reused (a lookup and
+ * stores in place, where an update and a delete per switch cost two bucket locks), deleted
+ * at its last switch-out, at exec, and by userspace when its target is disabled. */
+static __always_inline struct offcpu_start *thread_record(__u32 tgid, __u32 tid)
+{
+	struct offcpu_start *st = bpf_map_lookup_elem(&start, &tid);
+	struct offcpu_start fresh = {};
+	struct offcpu_target *target;
+
+	/* A record deleted since this lookup may be another thread's by now: tid says. */
+	if (st)
+		return st->key.tid == tid ? st : NULL;
+	target = bpf_map_lookup_elem(&targets, &tgid);
+	if (!target)
+		return NULL;
+	fresh.key.pid = tgid;
+	fresh.key.tid = tid;
+	fresh.key.exec_gen = target->exec_gen;
+	if (bpf_map_update_elem(&start, &tid, &fresh, BPF_NOEXIST)) {
+		stat_inc(OFFCPU_STAT_START_FULL);
+		__sync_fetch_and_add(&target->drops, 1);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&start, &tid);
+}
+
 /* prev is the current task: its stacks are the ones bpf_get_stack reads. */
 static __always_inline void switch_out(void *ctx, struct task_struct *prev, bool preempt,
 				       unsigned int prev_state, __u64 now)
 {
 	__u32 tgid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
-	struct offcpu_target *target;
-	struct offcpu_start st = {};
+	struct offcpu_start *st;
 	long err;
 
 	if (!may_be_target(tgid))
 		return;
-	target = bpf_map_lookup_elem(&targets, &tgid);
 	/* A dead task's last switch-out has no return. */
-	if (!target || prev_state & TASK_DEAD_STATE)
+	if (prev_state & TASK_DEAD_STATE) {
+		bpf_map_delete_elem(&start, &tid);
 		return;
-	st.key.pid = tgid;
-	st.key.tid = tid;
-	st.key.exec_gen = target->exec_gen;
-	bpf_get_current_comm(st.key.comm, sizeof(st.key.comm));
+	}
+	st = thread_record(tgid, tid);
+	if (!st)
+		return;
+	st->key.flags = 0;
+	bpf_get_current_comm(st->key.comm, sizeof(st->key.comm));
 	err = capture_stack(ctx, &scratch, &stacks, BPF_F_USER_STACK, &stacks_stored,
-			    &st.key.ustack);
+			    &st->key.ustack);
 	if (err == -E2BIG || err == -ENOMEM)
 		stat_inc(OFFCPU_STAT_STACKS_FULL);
 	else if (err < 0 && err != -EFAULT)
-		st.key.flags |= CPU_KEY_USTACK_ERR;
+		st->key.flags |= CPU_KEY_USTACK_ERR;
 	/* Its leaf frames are the tracing machinery, how many depends on how many programs
 	 * are attached: userspace drops them by name. */
-	err = capture_stack(ctx, &scratch, &stacks, 0, &stacks_stored, &st.key.kstack);
+	err = capture_stack(ctx, &scratch, &stacks, 0, &stacks_stored, &st->key.kstack);
 	if (err == -E2BIG || err == -ENOMEM)
 		stat_inc(OFFCPU_STAT_STACKS_FULL);
-	st.ts = now;
-	st.state = prev_state;
-	st.preempt = preempt;
-	if (bpf_map_update_elem(&start, &tid, &st, BPF_ANY)) {
-		stat_inc(OFFCPU_STAT_START_FULL);
-		__sync_fetch_and_add(&target->drops, 1);
-	}
+	st->state = prev_state;
+	st->preempt = preempt;
+	st->ts = now;
 }
 
 static __always_inline void add_time(struct offcpu_start *st, __u64 delta)
@@ -194,19 +218,19 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 	struct offcpu_start *st;
 	__u64 delta;
 
-	/* Only a target's threads have a start; those of a target disabled since were
+	/* Only a target's threads have a record; those of a target disabled since were
 	 * forgotten with it. */
 	if (!may_be_target(BPF_CORE_READ(next, tgid)))
 		return;
 	st = bpf_map_lookup_elem(&start, &tid);
-	if (!st)
+	if (!st || !st->ts)
 		return;
 	delta = now - st->ts;
 	if (delta >= min_ns)
 		add_time(st, delta);
 	if (delta >= blocking_ns && bpf_map_lookup_elem(&workers, &tid))
 		send_event(st, delta);
-	bpf_map_delete_elem(&start, &tid);
+	st->ts = 0;
 }
 
 /* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
@@ -227,10 +251,14 @@ int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tracepoint/sched_process_exec")
 int offcpu_exec(void *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = id;
 	struct offcpu_target *target = bpf_map_lookup_elem(&targets, &tgid);
 
-	if (target)
-		__sync_fetch_and_add(&target->exec_gen, 1);
+	if (!target)
+		return 0;
+	__sync_fetch_and_add(&target->exec_gen, 1);
+	/* Its record has the old exec_gen: the next switch-out makes a new one. */
+	bpf_map_delete_elem(&start, &tid);
 	return 0;
 }

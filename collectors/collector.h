@@ -51,6 +51,33 @@ struct collector_target {
 	struct sys_table *sys;
 };
 
+/* One figure of the node's metrics file (daemon/metrics.c) in Prometheus' terms. Rows that
+ * share a name are one family (the first row's type and help stand for it); label_key NULL:
+ * a family without labels. */
+struct collector_metric {
+	const char *name, *type, *help;
+	const char *label_key, *label_value;
+	uint64_t value;
+};
+
+#define COLLECTOR_METRICS_MAX 16
+
+/* What a collector reports to the node's metrics: whether it collects now and its own
+ * figures (samples, drops by cause, ...). */
+struct collector_metrics {
+	bool active;           /* some target has it on */
+	size_t n;
+	struct collector_metric rows[COLLECTOR_METRICS_MAX];
+};
+
+/* Adds n rows to m; a collector has a fixed set, within COLLECTOR_METRICS_MAX. */
+static inline void collector_metrics_add(struct collector_metrics *m,
+					 const struct collector_metric *rows, size_t n)
+{
+	for (size_t i = 0; i < n && m->n < COLLECTOR_METRICS_MAX; i++)
+		m->rows[m->n++] = rows[i];
+}
+
 struct collector_ops {
 	const char *name;      /* its word in config/collectors */
 	/* NULL, or what it costs every process on the node while any target has it on. */
@@ -80,6 +107,9 @@ struct collector_ops {
 			      FILE *out);
 	/* Daemon-wide `key: value` lines of /status. */
 	void (*status)(void *self, FILE *out);
+	/* Its state and figures for the node's metrics (aperture_<name>_*). May be NULL:
+	 * the metrics then say only whether it loaded and how often attaching it failed. */
+	void (*metrics)(void *self, struct collector_metrics *m);
 };
 
 extern const struct collector_ops cpu_collector_ops, offcpu_collector_ops,

@@ -753,6 +753,30 @@ static void ops_status(void *self, FILE *out)
 	fprintf(out, "dwarf_samples: %llu\n", (unsigned long long)cs.dwarf_samples);
 }
 
+static void ops_metrics(void *self, struct collector_metrics *m)
+{
+	static const char dropped[] = "aperture_cpu_samples_dropped_total",
+			  dropped_help[] = "CPU samples dropped, by cause.",
+			  errors[] = "aperture_cpu_stack_errors_total",
+			  errors_help[] = "Samples kept without their user or kernel stack.";
+	struct cpu_collector_stats cs = {0};
+
+	cpu_collector_get_stats(self, &cs);
+	m->active = cs.running;
+	const struct collector_metric rows[] = {
+		{ "aperture_cpu_samples_total", "counter",
+		  "CPU samples taken in the kernel for enabled targets.", .value = cs.samples },
+		{ dropped, "counter", dropped_help, "cause", "counts_map_full", cs.counts_full },
+		{ dropped, "counter", dropped_help, "cause", "stacks_map_full", cs.stacks_full },
+		{ dropped, "counter", dropped_help, "cause", "stack_lost", cs.stacks_lost },
+		{ dropped, "counter", dropped_help, "cause", "stacks_nomem", cs.stacks_nomem },
+		{ dropped, "counter", dropped_help, "cause", "ringbuf_full", cs.ringbuf_full },
+		{ errors, "counter", errors_help, "stack", "user", cs.ustack_errors },
+		{ errors, "counter", errors_help, "stack", "kernel", cs.kstack_errors },
+	};
+	collector_metrics_add(m, rows, sizeof(rows) / sizeof(rows[0]));
+}
+
 const struct collector_ops cpu_collector_ops = {
 	.name = "cpu",
 	.create = ops_create,
@@ -763,4 +787,5 @@ const struct collector_ops cpu_collector_ops = {
 	.drops = ops_drops,
 	.target_status = ops_target_status,
 	.status = ops_status,
+	.metrics = ops_metrics,
 };

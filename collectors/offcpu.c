@@ -191,14 +191,15 @@ static int attach_locked(struct offcpu_collector *c, char *errbuf, size_t errlen
 	return 0;
 }
 
-/* Sets the kernel's hint for the tgids whose low bits are pid's, from the targets now. */
-static void update_hint_locked(struct offcpu_collector *c, pid_t pid)
+/* Sets the kernel's hint for the tgids whose low bits are pid's, from the targets now but
+ * leaving (0: none). */
+static void update_hint_locked(struct offcpu_collector *c, pid_t pid, pid_t leaving)
 {
 	__u32 slot = pid & OFFCPU_HINT_MASK, hint = 0;
 	struct offcpu_target_state *t, *tmp;
 
 	HASH_ITER(hh, c->targets, t, tmp)
-		if (((__u32)t->pid & OFFCPU_HINT_MASK) == slot)
+		if (t->pid != leaving && ((__u32)t->pid & OFFCPU_HINT_MASK) == slot)
 			hint = hint ? OFFCPU_HINT_SHARED : (__u32)t->pid;
 	bpf_map_update_elem(bpf_map__fd(c->skel->maps.hints), &slot, &hint, BPF_ANY);
 }
@@ -256,7 +257,7 @@ int offcpu_collector_add(struct offcpu_collector *c, pid_t pid, struct profile *
 							    : strerror(-err));
 		goto undo;
 	}
-	update_hint_locked(c, pid);
+	update_hint_locked(c, pid, 0);
 	goto out;
 undo:
 	HASH_DEL(c->targets, t);
@@ -476,11 +477,14 @@ uint64_t offcpu_collector_remove(struct offcpu_collector *c, pid_t pid, int64_t 
 		for (size_t i = 0; i < t->workers.n; i++)
 			bpf_map_delete_elem(bpf_map__fd(c->skel->maps.workers),
 					    &t->workers.tids[i]);
+		/* Unless a target shares its hint, no switch of pid's threads passes it once the
+		 * drain's map swap has waited for the programs running: the records forgotten
+		 * after it are written to by none. */
+		update_hint_locked(c, pid, pid);
 		drain_locked(c, now);
 		forget_started_locked(c, pid);
 		HASH_DEL(c->targets, t);
 		target_state_free(t);
-		update_hint_locked(c, pid);
 		if (!c->targets)
 			detach_locked(c);
 	}
@@ -521,7 +525,7 @@ int offcpu_collector_thread_stack(struct offcpu_collector *c, pid_t pid, pid_t t
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_INT(c->targets, &pid, t);
 	if (t && !bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.start), &key, &st) &&
-	    st.key.pid == (__u32)pid && st.key.ustack)
+	    st.key.pid == (__u32)pid && st.ts && st.key.ustack)
 		user = named(c, t, st.key.ustack, st.key.exec_gen, false);
 	if (user)
 		join_frames(t->names->profile, (const struct cpu_named_stack *const *)&user, 1,
@@ -624,6 +628,28 @@ static void ops_status(void *self, FILE *out)
 	fprintf(out, "blocking_events_lost: %llu\n", (unsigned long long)os.events_lost);
 }
 
+static void ops_metrics(void *self, struct collector_metrics *m)
+{
+	static const char dropped[] = "aperture_offcpu_waits_dropped_total",
+			  dropped_help[] = "Off-CPU waits dropped, by cause.";
+	struct offcpu_collector_stats os = {0};
+
+	offcpu_collector_get_stats(self, &os);
+	m->active = os.running;
+	const struct collector_metric rows[] = {
+		{ "aperture_offcpu_waits_total", "counter",
+		  "Off-CPU waits of enabled targets kept.", .value = os.waits },
+		{ dropped, "counter", dropped_help, "cause", "counts_map_full", os.counts_full },
+		{ dropped, "counter", dropped_help, "cause", "start_map_full", os.start_full },
+		{ dropped, "counter", dropped_help, "cause", "stack_lost", os.stacks_lost },
+		{ "aperture_offcpu_stacks_map_full_total", "counter",
+		  "Off-CPU stacks not stored: the stacks map was full.", .value = os.stacks_full },
+		{ "aperture_blocking_events_lost_total", "counter",
+		  "Blocking events dropped: the ring buffer was full.", .value = os.events_lost },
+	};
+	collector_metrics_add(m, rows, sizeof(rows) / sizeof(rows[0]));
+}
+
 const struct collector_ops offcpu_collector_ops = {
 	.name = "offcpu",
 	.node_cost = "a program on every context switch of the node",
@@ -634,4 +660,5 @@ const struct collector_ops offcpu_collector_ops = {
 	.drain = ops_drain,
 	.target_status = ops_target_status,
 	.status = ops_status,
+	.metrics = ops_metrics,
 };

@@ -434,6 +434,40 @@ static void locks_status(void *self, FILE *out)
 		fprintf(out, "kernel_locks: %s\n", ss.kernel_locks ? "tracing" : "idle");
 }
 
+/* The two collectors share one set of maps: the stats maps' drops are the syscalls
+ * collector's figure. */
+static void syscalls_metrics(void *self, struct collector_metrics *m)
+{
+	struct sys_collector_stats ss = {0};
+
+	sys_collector_get_stats(self, &ss);
+	m->active = ss.syscalls;
+	const struct collector_metric rows[] = {
+		{ "aperture_syscalls_timed_total", "counter",
+		  "System calls of enabled targets timed.", .value = ss.calls },
+		{ "aperture_syscalls_dropped_total", "counter",
+		  "System call and lock aggregates dropped: a stats map was full.",
+		  .value = ss.map_full },
+	};
+	collector_metrics_add(m, rows, sizeof(rows) / sizeof(rows[0]));
+}
+
+static void locks_metrics(void *self, struct collector_metrics *m)
+{
+	struct sys_collector_stats ss = {0};
+
+	sys_collector_get_stats(self, &ss);
+	m->active = ss.locks;
+	const struct collector_metric rows[] = {
+		{ "aperture_locks_kernel_tracing", "gauge",
+		  "1 while kernel lock contention (contention_begin/end) is traced.",
+		  .value = ss.kernel_locks },
+		{ "aperture_locks_stacks_lost_total", "counter",
+		  "Lock waits kept without their stack.", .value = ss.stacks_full },
+	};
+	collector_metrics_add(m, rows, sizeof(rows) / sizeof(rows[0]));
+}
+
 const struct collector_ops syscalls_collector_ops = {
 	.name = "syscalls",
 	.node_cost = "sys_enter/sys_exit tracepoints: every system call of the node takes the "
@@ -445,6 +479,7 @@ const struct collector_ops syscalls_collector_ops = {
 	.drain = ops_drain,
 	.target_status = syscalls_target_status,
 	.status = syscalls_status,
+	.metrics = syscalls_metrics,
 };
 
 const struct collector_ops locks_collector_ops = {
@@ -457,4 +492,5 @@ const struct collector_ops locks_collector_ops = {
 	.detach = locks_detach,
 	.drain = ops_drain,
 	.status = locks_status,
+	.metrics = locks_metrics,
 };

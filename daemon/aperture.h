@@ -29,6 +29,7 @@ struct aperture_collector {
 	const struct collector_ops *ops;
 	void *self;            /* NULL when unavailable; error says why */
 	char error[256];
+	_Atomic uint64_t attach_failures; /* enables and collector writes it failed */
 };
 
 struct aperture {

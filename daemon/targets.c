@@ -429,6 +429,7 @@ static int attach_set(struct aperture *a, const struct collector_target *ct, uin
 				continue;
 		}
 		if (err) {
+			atomic_fetch_add(&c->attach_failures, 1);
 			o->failed = i;
 			for (int j = i; j-- > 0;)
 				if (o->attached & 1u << j)

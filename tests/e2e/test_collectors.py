@@ -6,6 +6,7 @@ kernel, holds up no reader of another target."""
 import errno
 import json
 import re
+import subprocess
 import threading
 import time
 
@@ -207,6 +208,44 @@ def test_new_profile_starts_from_zero_samples_and_since_agrees(daemon, workloads
     assert st["since"] > first_since
     # status, cpu.top and cpu.json all say the profile began at the second enable.
     assert (st["profile_since"], *window_since(daemon, pid)) == (st["since"],) * 3
+
+
+def metrics(daemon):
+    """The node's metrics file, checked by promtool: {(name, labels): value}."""
+    text = read(daemon.mnt / "metrics")
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr + text
+    rows = {}
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            rows[key] = float(value)
+    return rows
+
+
+def test_metrics_list_every_collector_and_follow_what_is_on(daemon, workloads):
+    """Each collector of the daemon's list has its state in the node's metrics, from the
+    collector interface; the syscalls collector's count grows by the calls made."""
+    w = Gated(workloads, "sys_calls", 1000, 0, 0)
+    write(daemon.target(w.pid) / "enable", "1")
+    set_collectors(daemon, w.pid, "cpu syscalls")
+    m = metrics(daemon)
+    for name in ALL.split():
+        assert m[f'aperture_collector_up{{collector="{name}"}}'] == 1, name
+        assert f'aperture_collector_attach_failures_total{{collector="{name}"}}' in m, name
+    assert m['aperture_collector_active{collector="cpu"}'] == 1
+    assert m['aperture_collector_active{collector="syscalls"}'] == 1
+    # Another test's targets may have had it a moment ago: their exit is seen each second.
+    wait_for(lambda: metrics(daemon)['aperture_collector_active{collector="offcpu"}'] == 0, 5,
+             "offcpu inactive")
+    before = m["aperture_syscalls_timed_total"]
+    w.round()
+    wait_for(lambda: calls(daemon, w.pid, "getppid") == 1000, 5, "1000 getppid calls")
+    assert metrics(daemon)["aperture_syscalls_timed_total"] - before >= 1000
+    write(daemon.target(w.pid) / "enable", "0")
+    wait_for(lambda: metrics(daemon)['aperture_collector_active{collector="syscalls"}'] == 0,
+             5, "syscalls inactive once no target has it")
 
 
 def test_a_disable_holds_up_no_reader_of_another_target(daemon, workloads):
