@@ -137,6 +137,18 @@ void cpu_auto_release(struct cpu_collector *c, struct cpu_target_state *t, bool 
 		held_free(held[i]);
 }
 
+/* Sync ships a second once it was drained 2 s ago (sync/client.c's SETTLE_S), and a reader
+ * expects what ran a moment ago: a target on CPU a few times a second (mostly idle) would
+ * otherwise hold its samples until its 128th, for minutes. */
+void cpu_auto_deadline(struct cpu_collector *c, struct cpu_target_state *t, int64_t now)
+{
+	if (!t->auto_held_n || now - t->auto_held[0]->sec < 2 ||
+	    unwind_auto_decide(&t->unwind_auto) < 0)
+		return;
+	cpu_target_apply_unwind(c, t);
+	cpu_auto_release(c, t, !t->dwarf);
+}
+
 void cpu_auto_reset(struct cpu_collector *c, struct cpu_target_state *t)
 {
 	cpu_auto_release(c, t, false);

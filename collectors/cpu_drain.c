@@ -468,9 +468,11 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	 * first: the ring holds every stack those counts name. Dwarf samples there name kernel
 	 * stacks in the retired map, still readable now. */
 	ring_buffer__consume(c->dwarf_rb);
-	HASH_ITER(hh, c->targets, t, tmp)
+	HASH_ITER(hh, c->targets, t, tmp) {
 		if (t->java_n)
 			cpu_java_flush(t, false);
+		cpu_auto_deadline(c, t, now);
+	}
 	err = swap_map_take_all(old, c->batch_keys, c->batch_values, c->counts.spec.max_entries,
 				add_counts, &ctx);
 	if (c->stacks_retired_fd >= 0) {

@@ -199,6 +199,9 @@ struct cpu_named_stack *cpu_auto_fp_rooted(struct cpu_collector *c, struct cpu_t
 					   bool truncated, uint32_t fp_frames);
 /* Adds what is held, rooted as the kernel's walk roots its stacks (fp) or as unwound. */
 void cpu_auto_release(struct cpu_collector *c, struct cpu_target_state *t, bool fp);
+/* At a drain: a target whose oldest held sample is two seconds old or more is given its verdict
+ * on what was judged, and what it held goes in. */
+void cpu_auto_deadline(struct cpu_collector *c, struct cpu_target_state *t, int64_t now);
 /* A new address space: what was held goes in as unwound, and judging starts again. */
 void cpu_auto_reset(struct cpu_collector *c, struct cpu_target_state *t);
 void cpu_auto_free(struct cpu_target_state *t);

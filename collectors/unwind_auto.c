@@ -36,6 +36,13 @@ bool unwind_auto_fp_whole(const struct unwind_regs *regs, const struct unwind_st
 	return *found == depth || (*found >= 2 && *found >= depth - UNWIND_AUTO_ROOT_FRAMES);
 }
 
+int unwind_auto_decide(struct unwind_auto *a)
+{
+	if (a->verdict < 0 && a->judged)
+		a->verdict = a->whole * 100 >= a->judged * UNWIND_AUTO_WHOLE_PCT;
+	return a->verdict;
+}
+
 int unwind_auto_judge(struct unwind_auto *a, const struct unwind_regs *regs,
 		      const struct unwind_stack *stack, bool copy_cut, const uint64_t *pcs,
 		      int depth, int *fp_frames)

@@ -40,6 +40,10 @@ void unwind_auto_reset(struct unwind_auto *a);
 bool unwind_auto_fp_whole(const struct unwind_regs *regs, const struct unwind_stack *stack,
 			  bool copy_cut, const uint64_t *pcs, int depth, int *found);
 
+/* The verdict from the samples judged so far (at least one): for a target that is rarely
+ * on CPU, whose held samples must not wait for UNWIND_AUTO_SAMPLES. -1 if none was judged. */
+int unwind_auto_decide(struct unwind_auto *a);
+
 /* Judges one sample; returns the verdict, -1 while judging. *fp_frames: the frames the walk
  * found if it was whole, else 0. After the verdict, no-op (*fp_frames untouched). */
 int unwind_auto_judge(struct unwind_auto *a, const struct unwind_regs *regs,

@@ -159,9 +159,9 @@ def test_auto_fp_verdict_roots_each_call_path_once(daemon, workloads):
 
 
 def test_auto_held_samples_count_in_the_second_they_were_taken(daemon, workloads):
-    """At 49 Hz the 128 judged samples take 2.6 s or more: held until the verdict, they
-    still go in at their own seconds, so the last second's window holds only that second's
-    (at most two seconds of samples, 98), not all of them."""
+    """At 49 Hz the verdict comes at the drain two seconds after the first held sample, short
+    of 128: held until then, the samples still go in at their own seconds, so the last
+    second's window holds only that second's, not all of them."""
     daemon.set_frequency(49)
     pid = workloads.start("cpu_split", 30).pid
     write(daemon.target(pid) / "enable", "1")
@@ -173,8 +173,8 @@ def test_auto_held_samples_count_in_the_second_they_were_taken(daemon, workloads
     finally:
         write(daemon.target(pid) / "window", "0")
         write(daemon.target(pid) / "enable", "0")
-    assert total >= 128
-    assert 0 < recent < 128, (recent, total)
+    assert total >= 20
+    assert 0 < recent < total, (recent, total)
 
 
 def kernel_samples(daemon):
