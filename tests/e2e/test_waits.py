@@ -1,6 +1,7 @@
 """Off-CPU time, blocked workers and threads/: tests/workloads/waits.c waits in ways the test
 controls (how long it sleeps, when its reads return, which mutexes its threads take), so
 totals, durations, lock addresses and holders are checked against what the test knows."""
+import datetime
 import errno
 import json
 import os
@@ -128,11 +129,16 @@ def test_blocking_worker_event(daemon, workloads, defaults):
     assert found["workers"]["tids"] == [worker] and found["workers"]["watching"], found
     assert found["workers"]["found_by"] == "tokio thread name"
     assert found["units"]["duration_us"] == "microseconds" and found["threshold_ms"] == 5
+    blocked_at = time.time()
     block_for(w, 0.05)
     doc = wait_for(lambda: blocking(daemon, w.pid)["events_total"] >= 1 and
                    blocking(daemon, w.pid), 5, "a blocking event")
     assert doc["events_total"] == len(doc["events"]) == 1, doc
     ev = doc["events"][0]
+    # When the worker went off CPU, in UTC: between the test's asking it to block and now.
+    when = datetime.datetime.strptime(ev["time"].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
+    when = when.replace(tzinfo=datetime.timezone.utc).timestamp()
+    assert blocked_at - 1 <= when <= time.time(), f"off CPU at {ev['time']}, asked at {blocked_at}"
     assert ev["tid"] == worker and ev["thread"] == "tokio-runtime-w", ev
     assert 45_000 <= ev["duration_us"] <= 150_000, f"blocked ~50 ms, event says {ev}"
     assert ev["reason"] == "slept", ev
