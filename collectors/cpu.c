@@ -164,15 +164,14 @@ fail:
 static void *dwarf_main(void *arg)
 {
 	struct cpu_collector *c = arg;
-	int epfd = ring_buffer__epoll_fd(c->dwarf_rb);
 	struct epoll_event ev;
 
 	while (!atomic_load(&c->dwarf_stop)) {
-		if (epoll_wait(epfd, &ev, 1, 200) <= 0)
+		if (epoll_wait(c->dwarf_epfd, &ev, 1, 200) <= 0)
 			continue;
 		pthread_mutex_lock(&c->lock);
 		cpu_follow_install_locked(c);
-		ring_buffer__consume(c->dwarf_rb);
+		cpu_ring_read_locked(c);
 		pthread_mutex_unlock(&c->lock);
 	}
 	return NULL;
@@ -182,10 +181,9 @@ static int dwarf_start(struct cpu_collector *c)
 {
 	int err;
 
-	c->dwarf_rb = ring_buffer__new(bpf_map__fd(c->skel->maps.dwarf_samples),
-				       cpu_ring_record, c, NULL);
-	if (!c->dwarf_rb)
-		return -errno;
+	err = cpu_ring_start(c);
+	if (err)
+		return err;
 	err = -pthread_create(&c->dwarf_thread, NULL, dwarf_main, c);
 	if (!err)
 		c->dwarf_thread_running = true;
@@ -208,6 +206,7 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	c->unwind = CPU_UNWIND_AUTO;
 	c->counts.fds[0] = c->counts.fds[1] = -1;
 	c->stacks_fd = c->stacks_spare_fd = c->stacks_retired_fd = -1;
+	c->dwarf_ring_fd = c->dwarf_epfd = -1;
 	c->ncpus = libbpf_num_possible_cpus();
 	if (c->ncpus <= 0) {
 		err = c->ncpus ? c->ncpus : -ENODEV;
@@ -279,7 +278,7 @@ void cpu_collector_free(struct cpu_collector *c)
 		atomic_store(&c->dwarf_stop, true);
 		pthread_join(c->dwarf_thread, NULL);
 	}
-	ring_buffer__free(c->dwarf_rb);
+	cpu_ring_stop(c);
 	bpf_link__destroy(c->exec_link);
 	bpf_link__destroy(c->fork_link);
 	cpu_follow_stop(c);
@@ -322,6 +321,7 @@ int cpu_collector_set_frequency(struct cpu_collector *c, unsigned hz, char *errb
 			events_close(c->ncpus, fds, links);
 		}
 		c->hz = hz;
+		cpu_ring_fit_locked(c, false);
 	}
 	pthread_mutex_unlock(&c->lock);
 out:
@@ -470,10 +470,16 @@ void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t
 
 	if (dwarf == t->dwarf)
 		return;
+	/* A first dwarf-mode target needs the big ring before its first sample; the last one
+	 * leaving makes it small again. */
+	if (dwarf)
+		cpu_ring_fit_locked(c, true);
 	if (dwarf ? bpf_map_update_elem(fd, &t->pid, &one, BPF_ANY)
 		  : bpf_map_delete_elem(fd, &t->pid))
 		return;
 	t->dwarf = dwarf;
+	if (!dwarf)
+		cpu_ring_fit_locked(c, false);
 }
 
 void cpu_collector_set_unwind(struct cpu_collector *c, enum cpu_unwind mode)

@@ -446,7 +446,9 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	/* Every program that counted into the old map has finished, and spilled its stack
 	 * first: the ring holds every stack those counts name. Dwarf samples there name kernel
 	 * stacks in the retired map, still readable now. */
-	ring_buffer__consume(c->dwarf_rb);
+	cpu_ring_read_locked(c);
+	/* Targets that left dwarf mode by going away leave a ring bigger than needed. */
+	cpu_ring_fit_locked(c, false);
 	HASH_ITER(hh, c->targets, t, tmp)
 		if (t->java_n)
 			cpu_java_flush(t, false);
