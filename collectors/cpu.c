@@ -250,9 +250,7 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	}
 	c->perf_fds = calloc(c->ncpus, sizeof(*c->perf_fds));
 	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
-	c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
-	c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
-	if (!c->perf_fds || !c->perf_links || !c->batch_keys || !c->batch_values) {
+	if (!c->perf_fds || !c->perf_links) {
 		err = -ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
 		goto fail;
@@ -523,13 +521,28 @@ static int events_start_locked(struct cpu_collector *c, char *errbuf, size_t err
 	return err;
 }
 
-/* With no target, CPUs take no sampling interrupts at all. */
+/* With no target, CPUs take no sampling interrupts at all, and the drain's buffers (1.8 MB
+ * once a drain has written them) go back. */
 static void events_stop_idle_locked(struct cpu_collector *c)
 {
 	if (!HASH_COUNT(c->targets) && c->running) {
 		events_close(c->ncpus, c->perf_fds, c->perf_links);
 		c->running = false;
 	}
+	if (!HASH_COUNT(c->targets)) {
+		free(c->batch_keys);
+		free(c->batch_values);
+		c->batch_keys = c->batch_values = NULL;
+	}
+}
+
+static int batch_alloc_locked(struct cpu_collector *c)
+{
+	if (!c->batch_keys)
+		c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
+	if (!c->batch_values)
+		c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
+	return c->batch_keys && c->batch_values ? 0 : -ENOMEM;
 }
 
 int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profile,
@@ -545,7 +558,9 @@ int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profil
 	if (t)
 		goto out;
 	t = calloc(1, sizeof(*t));
-	if (!t) {
+	if (!t || batch_alloc_locked(c)) {
+		free(t);
+		events_stop_idle_locked(c);
 		err = -ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
 		goto out;

@@ -452,8 +452,10 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	HASH_ITER(hh, c->targets, t, tmp)
 		if (t->java_n)
 			cpu_java_flush(t, false);
-	err = swap_map_take_all(old, c->batch_keys, c->batch_values, c->counts.spec.max_entries,
-				add_counts, &ctx);
+	/* No buffers: no target since the last one went, and nothing counted. */
+	if (c->batch_keys)
+		err = swap_map_take_all(old, c->batch_keys, c->batch_values,
+					c->counts.spec.max_entries, add_counts, &ctx);
 	if (c->stacks_retired_fd >= 0) {
 		/* Emptying a big map costs more than making a new one. */
 		close(c->stacks_retired_fd);

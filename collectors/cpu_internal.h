@@ -111,7 +111,8 @@ struct cpu_collector {
 	struct cpu_target_state *targets; /* the enabled ones */
 	uint64_t drain_seq;
 	struct cpu_stack raw;  /* the stack being named */
-	void *batch_keys, *batch_values; /* drain buffers, counts.spec.max_entries long */
+	void *batch_keys, *batch_values; /* drain buffers, counts.spec.max_entries long, while
+					  * there are targets */
 	_Atomic uint64_t stacks_lost;
 	_Atomic uint64_t stack_maps_renewed;
 	_Atomic uint64_t dwarf_samples;
