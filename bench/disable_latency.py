@@ -66,10 +66,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--aperture", default=os.path.join(HERE, "..", "build", "aperture"))
     ap.add_argument("--targets", type=int, default=200)
+    ap.add_argument("--configs", default="cpu,cpu offcpu syscalls locks",
+                    help="config/collectors values to time, comma-separated (\"cpu,cpu "
+                         "offcpu,cpu syscalls,cpu locks\": what each collector adds)")
     args = ap.parse_args()
     daemon = Daemon(os.path.abspath(args.aperture))
     try:
-        results = [run(daemon, args.targets, c) for c in ("cpu", "cpu offcpu syscalls locks")]
+        results = [run(daemon, args.targets, c) for c in args.configs.split(",")]
     finally:
         daemon.stop()
     lines = [f"`cat enable` of one target while {args.targets} others are disabled in turn",

@@ -11,7 +11,13 @@ daemon's CPU is its threads' on-CPU time over the case's wall time. After each c
 targets are killed and dropped (retain_exited_s 0) and the RSS is read again: what the
 daemon hands back. Cases run one after the other, few then many stacks for each count.
 
-usage: bench/memory.py --aperture BUILD/aperture --workloads DIR [--seconds S]"""
+With --before OTHER/aperture (an older build, say) each case runs with both binaries in
+turn, alternating which goes first, and the table gives their figures side by side. RSS is
+broken down from /proc/PID/smaps: BPF maps (ring buffers the kernel allocated, counted in
+RSS once mapped, a ring's data twice), anonymous memory (heaps, arenas, stacks) and files.
+
+usage: bench/memory.py --aperture BUILD/aperture --workloads DIR [--seconds S]
+                       [--before OTHER/aperture] [--counts 1,20,200]"""
 import argparse
 import datetime
 import json
@@ -28,16 +34,22 @@ OTEL_CEILING_MB = 250
 GOAL_MB_20 = 50
 
 
-def bpf_map_rss_kb(pid):
-    """RSS of pid's mappings of BPF maps: ring buffers the kernel allocated, counted in RSS
-    (twice for a ring buffer's data, which is mapped twice) as soon as they are mapped."""
-    kb, in_map = 0, False
+def rss_breakdown_kb(pid):
+    """pid's RSS by kind of mapping: BPF maps (ring buffers the kernel allocated, counted in
+    RSS as soon as they are mapped, twice for a ring buffer's data, which is mapped twice),
+    anonymous memory (heap, malloc arenas, thread stacks), and files (libraries, ELF and
+    debug files read for symbols)."""
+    kb = {"bpf": 0, "anon": 0, "file": 0}
+    kind = None
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             if "-" in line.split(None, 1)[0] and not line[0].isupper():
-                in_map = line.rstrip().endswith("anon_inode:bpf-map")
-            elif in_map and line.startswith("Rss:"):
-                kb += int(line.split()[1])
+                fields = line.split()
+                name = fields[5] if len(fields) > 5 else ""
+                kind = ("bpf" if name == "anon_inode:bpf-map" else
+                        "file" if name.startswith("/") else "anon")
+            elif line.startswith("Rss:"):
+                kb[kind] += int(line.split()[1])
     return kb
 
 
@@ -69,7 +81,8 @@ def one_case(binary, workload, ntargets, seconds):
             "samples": d.samples() - samples0, "cpu_pct": 100 * (d.cpu_s() - cpu0) / wall,
             "fresh_kb": fresh_kb, "rss_kb": d.rss_kb(), "hwm_kb": status_kb(d.pid, "VmHWM"),
             "store_bytes": int(st.get("store_bytes", 0)), "rss_over_time_kb": rss_at,
-            "bpf_map_rss_kb": bpf_map_rss_kb(d.pid),
+            "drops": int(st.get("drops", 0)), "dwarf_samples": int(st.get("dwarf_samples", 0)),
+            "rss_kinds_kb": rss_breakdown_kb(d.pid),
             "memory_mb": int(open(d.path("config", "memory_mb")).read()),
         }
         kill_all(procs)
@@ -78,32 +91,54 @@ def one_case(binary, workload, ntargets, seconds):
                    d.status()["store_bytes"] == "0", 15, step=0.2)
         time.sleep(1)
         out["rss_after_kb"] = d.rss_kb()
+        out["rss_after_kinds_kb"] = rss_breakdown_kb(d.pid)
         return out
     finally:
         kill_all(procs)
         d.stop()
 
 
+def mb(kb):
+    return f"{kb / 1024:.1f}"
+
+
+# The table's columns after targets and stacks: (heading, figure of one run).
+COLUMNS = [
+    ("samples (dwarf, dropped)", lambda r: f"{r['samples']} ({r.get('dwarf_samples', '?')}, "
+                                           f"{r.get('drops', '?')})"),
+    ("daemon CPU", lambda r: f"{r['cpu_pct']:.2f} %"),
+    ("RSS end", lambda r: f"{mb(r['rss_kb'])} MB"),
+    ("BPF maps / anon / files", lambda r: " / ".join(mb(r["rss_kinds_kb"][k])
+                                                     for k in ("bpf", "anon", "file"))),
+    ("peak RSS", lambda r: f"{mb(r['hwm_kb'])} MB"),
+    ("store", lambda r: f"{r['store_bytes'] / 2**20:.1f} MB"),
+    ("RSS after drop (fresh)", lambda r: f"{mb(r['rss_after_kb'])} MB ({mb(r['fresh_kb'])})"),
+]
+
+
 def table(rows):
-    lines = ["| targets | stacks | samples | daemon CPU | RSS end | of which BPF maps | "
-             "peak RSS | store | RSS after drop (fresh) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        kind = "few (spin)" if r["workload"] == "spin" else "ever-new (paths)"
-        lines.append(
-            f"| {r['targets']} | {kind} | {r['samples']} | {r['cpu_pct']:.2f} % | "
-            f"{r['rss_kb'] / 1024:.1f} MB | {r['bpf_map_rss_kb'] / 1024:.1f} MB | "
-            f"{r['hwm_kb'] / 1024:.1f} MB | "
-            f"{r['store_bytes'] / 2**20:.1f} MB | {r['rss_after_kb'] / 1024:.1f} MB "
-            f"({r['fresh_kb'] / 1024:.1f}) |")
-    twenty = [r for r in rows if r["targets"] == 20 and r["workload"] == "spin"]
-    peak = max(r["hwm_kb"] for r in rows) / 1024
+    """One line per case; with two binaries, theirs side by side (before -> after)."""
+    labels = list(dict.fromkeys(r["binary"] for r in rows))
+    cases = list(dict.fromkeys((r["targets"], r["workload"]) for r in rows))
+    by = {(r["binary"], r["targets"], r["workload"]): r for r in rows}
+    lines = [f"Figures: {' -> '.join(labels)}", "",
+             "| targets | stacks | " + " | ".join(h for h, _ in COLUMNS) + " |",
+             "|---|---|" + "---|" * len(COLUMNS)]
+    for n, w in cases:
+        kind = "few (spin)" if w == "spin" else "ever-new (paths)"
+        runs = [by[(b, n, w)] for b in labels if (b, n, w) in by]
+        lines.append(f"| {n} | {kind} | " +
+                     " | ".join(" -> ".join(f(r) for r in runs) for _, f in COLUMNS) + " |")
+    last = [r for r in rows if r["binary"] == labels[-1]]
+    twenty = [r for r in last if r["targets"] == 20 and r["workload"] == "spin"]
+    peak = max(r["hwm_kb"] for r in last) / 1024
     lines.append("")
-    lines.append(f"Peak RSS of every case: {peak:.1f} MB against the OpenTelemetry eBPF "
-                 f"profiler's published ceiling of {OTEL_CEILING_MB} MB.")
+    lines.append(f"Peak RSS of every case ({labels[-1]}): {peak:.1f} MB against the "
+                 f"OpenTelemetry eBPF profiler's published ceiling of {OTEL_CEILING_MB} MB.")
     if twenty:
-        lines.append(f"20 ordinary targets: {twenty[0]['hwm_kb'] / 1024:.1f} MB peak against "
-                     f"our goal of {GOAL_MB_20} MB.")
+        lines.append(f"20 ordinary targets ({labels[-1]}): {mb(twenty[0]['rss_kb'])} MB at the "
+                     f"end, {mb(twenty[0]['hwm_kb'])} MB peak, against our goal of "
+                     f"{GOAL_MB_20} MB.")
     return "\n".join(lines)
 
 
@@ -113,13 +148,19 @@ def main():
     ap.add_argument("--workloads", required=True, help="directory holding spin and paths")
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--counts", default="1,20,200")
+    ap.add_argument("--before", help="another aperture binary, run beside --aperture")
     args = ap.parse_args()
+    binaries = [("before", args.before), ("after", args.aperture)] if args.before else \
+        [("aperture", args.aperture)]
     rows = []
-    for n in map(int, args.counts.split(",")):
-        for w in ("spin", "paths"):
-            rows.append(one_case(args.aperture, os.path.join(args.workloads, w), n,
-                                 args.seconds))
-            print(json.dumps(rows[-1]), flush=True)
+    for i, (n, w) in enumerate((n, w) for n in map(int, args.counts.split(","))
+                               for w in ("spin", "paths")):
+        # Alternating which goes first, so a drift of the machine lands on both alike.
+        for label, binary in (binaries if i % 2 == 0 else binaries[::-1]):
+            row = one_case(binary, os.path.join(args.workloads, w), n, args.seconds)
+            row["binary"] = label
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H%M%S")
     text = table(rows)
     print(text)

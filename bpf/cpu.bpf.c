@@ -101,12 +101,22 @@ struct {
 	__type(value, struct cpu_dwarf_sample);
 } dwarf_scratch SEC(".maps");
 
-/* Dwarf samples and spilled stacks. 1 s of 2 CPUs at 99 Hz needs ~3.3 MiB of dwarf
- * samples; the daemon reads it continuously. */
-struct {
+/* Dwarf samples and spilled stacks go through a ring buffer in a one-slot map-of-maps, so
+ * the daemon sizes it for what it carries: a small one for the rare spilled stack while no
+ * target is in dwarf mode, one for about a second of dwarf samples of every CPU at the
+ * sampling rate while some is (collectors/cpu_ring.c). The daemon reads it continuously.
+ * The size here is only the template's: the kernel installs rings of any size. */
+struct dwarf_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
-} dwarf_samples SEC(".maps");
+	__uint(max_entries, 4096);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct dwarf_ring);
+} dwarf_rings SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -137,8 +147,13 @@ static __always_inline void stat_inc(__u32 idx)
  * ring buffer, which is preallocated. 0, or -ENOMEM if that is full too. */
 static __always_inline long spill(__u64 hash, const struct cpu_stack *st)
 {
-	struct cpu_stack_record *r = bpf_ringbuf_reserve(&dwarf_samples, sizeof(*r), 0);
+	__u32 zero = 0;
+	void *ring = bpf_map_lookup_elem(&dwarf_rings, &zero);
+	struct cpu_stack_record *r;
 
+	if (!ring)
+		return -ENOMEM;
+	r = bpf_ringbuf_reserve(ring, sizeof(*r), 0);
 	if (!r)
 		return -ENOMEM;
 	r->kind = CPU_RECORD_STACK;
@@ -193,10 +208,17 @@ static __always_inline void send_dwarf(struct cpu_target *target, const struct c
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct cpu_dwarf_sample *s;
 	__u32 zero = 0, len;
+	void *ring;
 
 	s = bpf_map_lookup_elem(&dwarf_scratch, &zero);
+	ring = bpf_map_lookup_elem(&dwarf_rings, &zero);
 	if (!s || !regs)
 		return;
+	if (!ring) {
+		stat_inc(CPU_STAT_RINGBUF_FULL);
+		__sync_fetch_and_add(&target->drops, 1);
+		return;
+	}
 	s->hdr.kind = CPU_RECORD_DWARF;
 	s->hdr.pid = key->pid;
 	s->hdr.tid = key->tid;
@@ -212,7 +234,7 @@ static __always_inline void send_dwarf(struct cpu_target *target, const struct c
 	if (len > CPU_STACK_BYTES)
 		len = CPU_STACK_BYTES;
 	s->hdr.stack_len = len;
-	if (bpf_ringbuf_output(&dwarf_samples, s, sizeof(s->hdr) + len, 0)) {
+	if (bpf_ringbuf_output(ring, s, sizeof(s->hdr) + len, 0)) {
 		stat_inc(CPU_STAT_RINGBUF_FULL);
 		__sync_fetch_and_add(&target->drops, 1);
 	}

@@ -164,15 +164,14 @@ fail:
 static void *dwarf_main(void *arg)
 {
 	struct cpu_collector *c = arg;
-	int epfd = ring_buffer__epoll_fd(c->dwarf_rb);
 	struct epoll_event ev;
 
 	while (!atomic_load(&c->dwarf_stop)) {
-		if (epoll_wait(epfd, &ev, 1, 200) <= 0)
+		if (epoll_wait(c->dwarf_epfd, &ev, 1, 200) <= 0)
 			continue;
 		pthread_mutex_lock(&c->lock);
 		cpu_follow_install_locked(c);
-		ring_buffer__consume(c->dwarf_rb);
+		cpu_ring_read_locked(c);
 		pthread_mutex_unlock(&c->lock);
 	}
 	return NULL;
@@ -182,10 +181,9 @@ static int dwarf_start(struct cpu_collector *c)
 {
 	int err;
 
-	c->dwarf_rb = ring_buffer__new(bpf_map__fd(c->skel->maps.dwarf_samples),
-				       cpu_ring_record, c, NULL);
-	if (!c->dwarf_rb)
-		return -errno;
+	err = cpu_ring_start(c);
+	if (err)
+		return err;
 	err = -pthread_create(&c->dwarf_thread, NULL, dwarf_main, c);
 	if (!err)
 		c->dwarf_thread_running = true;
@@ -208,6 +206,7 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	c->unwind = CPU_UNWIND_AUTO;
 	c->counts.fds[0] = c->counts.fds[1] = -1;
 	c->stacks_fd = c->stacks_spare_fd = c->stacks_retired_fd = -1;
+	c->dwarf_ring_fd = c->dwarf_epfd = -1;
 	c->ncpus = libbpf_num_possible_cpus();
 	if (c->ncpus <= 0) {
 		err = c->ncpus ? c->ncpus : -ENODEV;
@@ -251,9 +250,7 @@ int cpu_collector_new(struct symbolizer *syms, unsigned frequency_hz,
 	}
 	c->perf_fds = calloc(c->ncpus, sizeof(*c->perf_fds));
 	c->perf_links = calloc(c->ncpus, sizeof(*c->perf_links));
-	c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
-	c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
-	if (!c->perf_fds || !c->perf_links || !c->batch_keys || !c->batch_values) {
+	if (!c->perf_fds || !c->perf_links) {
 		err = -ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
 		goto fail;
@@ -279,7 +276,7 @@ void cpu_collector_free(struct cpu_collector *c)
 		atomic_store(&c->dwarf_stop, true);
 		pthread_join(c->dwarf_thread, NULL);
 	}
-	ring_buffer__free(c->dwarf_rb);
+	cpu_ring_stop(c);
 	bpf_link__destroy(c->exec_link);
 	bpf_link__destroy(c->fork_link);
 	cpu_follow_stop(c);
@@ -322,6 +319,7 @@ int cpu_collector_set_frequency(struct cpu_collector *c, unsigned hz, char *errb
 			events_close(c->ncpus, fds, links);
 		}
 		c->hz = hz;
+		cpu_ring_fit_locked(c, false);
 	}
 	pthread_mutex_unlock(&c->lock);
 out:
@@ -471,10 +469,16 @@ void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t
 
 	if (dwarf == t->dwarf)
 		return;
+	/* A first dwarf-mode target needs the big ring before its first sample; the last one
+	 * leaving makes it small again. */
+	if (dwarf)
+		cpu_ring_fit_locked(c, true);
 	if (dwarf ? bpf_map_update_elem(fd, &t->pid, &one, BPF_ANY)
 		  : bpf_map_delete_elem(fd, &t->pid))
 		return;
 	t->dwarf = dwarf;
+	if (!dwarf)
+		cpu_ring_fit_locked(c, false);
 }
 
 void cpu_collector_set_unwind(struct cpu_collector *c, enum cpu_unwind mode)
@@ -522,13 +526,28 @@ static int events_start_locked(struct cpu_collector *c, char *errbuf, size_t err
 	return err;
 }
 
-/* With no target, CPUs take no sampling interrupts at all. */
+/* With no target, CPUs take no sampling interrupts at all, and the drain's buffers (1.8 MB
+ * once a drain has written them) go back. */
 static void events_stop_idle_locked(struct cpu_collector *c)
 {
 	if (!HASH_COUNT(c->targets) && c->running) {
 		events_close(c->ncpus, c->perf_fds, c->perf_links);
 		c->running = false;
 	}
+	if (!HASH_COUNT(c->targets)) {
+		free(c->batch_keys);
+		free(c->batch_values);
+		c->batch_keys = c->batch_values = NULL;
+	}
+}
+
+static int batch_alloc_locked(struct cpu_collector *c)
+{
+	if (!c->batch_keys)
+		c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
+	if (!c->batch_values)
+		c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
+	return c->batch_keys && c->batch_values ? 0 : -ENOMEM;
 }
 
 int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profile,
@@ -544,7 +563,9 @@ int cpu_collector_add(struct cpu_collector *c, pid_t pid, struct profile *profil
 	if (t)
 		goto out;
 	t = calloc(1, sizeof(*t));
-	if (!t) {
+	if (!t || batch_alloc_locked(c)) {
+		free(t);
+		events_stop_idle_locked(c);
 		err = -ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
 		goto out;

@@ -467,14 +467,25 @@ int cpu_drain_locked(struct cpu_collector *c, int64_t now)
 	/* Every program that counted into the old map has finished, and spilled its stack
 	 * first: the ring holds every stack those counts name. Dwarf samples there name kernel
 	 * stacks in the retired map, still readable now. */
-	ring_buffer__consume(c->dwarf_rb);
+	cpu_ring_read_locked(c);
+	/* Targets that left dwarf mode by going away leave a ring bigger than needed. */
+	cpu_ring_fit_locked(c, false);
 	HASH_ITER(hh, c->targets, t, tmp) {
 		if (t->java_n)
 			cpu_java_flush(t, false);
 		cpu_auto_deadline(c, t, now);
+		/* Its dwarf samples are read: a target walked by frame pointers now (unwind
+		 * auto's verdict) needs no unwinder, which holds the CFI of every module it
+		 * mapped. */
+		for (int i = 0; i < CPU_GENS && !t->dwarf; i++) {
+			unwinder_free(t->gens[i].unwinder);
+			t->gens[i].unwinder = NULL;
+		}
 	}
-	err = swap_map_take_all(old, c->batch_keys, c->batch_values, c->counts.spec.max_entries,
-				add_counts, &ctx);
+	/* No buffers: no target since the last one went, and nothing counted. */
+	if (c->batch_keys)
+		err = swap_map_take_all(old, c->batch_keys, c->batch_values,
+					c->counts.spec.max_entries, add_counts, &ctx);
 	if (c->stacks_retired_fd >= 0) {
 		/* Emptying a big map costs more than making a new one. */
 		close(c->stacks_retired_fd);

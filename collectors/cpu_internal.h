@@ -123,12 +123,20 @@ struct cpu_collector {
 	struct cpu_target_state *targets; /* the enabled ones */
 	uint64_t drain_seq;
 	struct cpu_stack raw;  /* the stack being named */
-	void *batch_keys, *batch_values; /* drain buffers, counts.spec.max_entries long */
+	void *batch_keys, *batch_values; /* drain buffers, counts.spec.max_entries long, while
+					  * there are targets */
 	_Atomic uint64_t stacks_lost;
 	_Atomic uint64_t stack_maps_renewed;
 	_Atomic uint64_t dwarf_samples;
 	enum cpu_unwind unwind;
+	/* cpu_ring.c: the ring dwarf samples and spilled stacks come through, its map, its size,
+	 * and the epoll set the dwarf thread waits on, which holds whichever ring is current. */
 	struct ring_buffer *dwarf_rb;
+	int dwarf_ring_fd;
+	uint32_t dwarf_ring_size;
+	int dwarf_epfd;
+	bool dwarf_reading; /* in a record's callback: the ring can't be replaced now */
+	bool dwarf_refit;   /* a fit waits until the reading is done */
 	pthread_t dwarf_thread;
 	bool dwarf_thread_running;
 	_Atomic bool dwarf_stop;
@@ -167,6 +175,14 @@ uint64_t cpu_hash_pcs(const uint64_t *pcs, uint32_t depth);
  * read stay 0). */
 void cpu_percpu_sums(int fd, int ncpus, __u64 *sums, __u32 n);
 int cpu_ring_record(void *ctx, void *data, size_t size);
+/* cpu_ring.c, all under the lock but start and stop: makes the ring (the small one); reads
+ * every record it holds, then fits it if a fit had to wait for that; gives it the size what
+ * it must carry now calls for (dwarf-mode targets, and one more about to be if dwarf_coming;
+ * the rate), later if a record is being read; frees it. */
+int cpu_ring_start(struct cpu_collector *c);
+void cpu_ring_read_locked(struct cpu_collector *c);
+int cpu_ring_fit_locked(struct cpu_collector *c, bool dwarf_coming);
+void cpu_ring_stop(struct cpu_collector *c);
 void cpu_spilled_free(struct cpu_collector *c, uint64_t before_renewal);
 void cpu_target_apply_unwind(struct cpu_collector *c, struct cpu_target_state *t);
 void cpu_target_state_free(struct cpu_target_state *t);

@@ -159,7 +159,7 @@ int cpu_collector_java_stacks(struct cpu_collector *c, pid_t pid,
 	pthread_mutex_lock(&c->lock);
 	/* Each sample was in the ring before its thread took the signal: hold them all. */
 	cpu_follow_install_locked(c);
-	ring_buffer__consume(c->dwarf_rb);
+	cpu_ring_read_locked(c);
 	HASH_FIND_INT(c->targets, &pid, t);
 	for (size_t i = 0; t && i < n && !err; i++) {
 		size_t at = find_wait(t, &v[i]);

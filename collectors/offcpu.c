@@ -64,9 +64,7 @@ int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **ou
 	c->syms = cpu->syms;
 	c->counts.fds[0] = c->counts.fds[1] = -1;
 	c->ncpus = libbpf_num_possible_cpus();
-	c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
-	c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
-	if (!c->batch_keys || !c->batch_values || c->ncpus <= 0) {
+	if (c->ncpus <= 0) {
 		err = -ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
 		goto fail;
@@ -96,12 +94,21 @@ fail:
 	return err;
 }
 
+/* Also gives back what only targets use: the ring's mapping and the drain's buffers (2.3 MB
+ * once written), so the daemon shrinks when the targets go. */
 static void detach_locked(struct offcpu_collector *c)
 {
 	bpf_link__destroy(c->switch_link);
 	bpf_link__destroy(c->exec_link);
 	c->switch_link = c->exec_link = NULL;
 	c->running = false;
+	if (c->events)
+		ring_buffer__consume(c->events);
+	ring_buffer__free(c->events);
+	c->events = NULL;
+	free(c->batch_keys);
+	free(c->batch_values);
+	c->batch_keys = c->batch_values = NULL;
 }
 
 static void target_state_free(struct offcpu_target_state *t)
@@ -120,15 +127,12 @@ void offcpu_collector_free(struct offcpu_collector *c)
 	if (!c)
 		return;
 	detach_locked(c);
-	ring_buffer__free(c->events);
 	HASH_ITER(hh, c->targets, t, tmp) {
 		HASH_DEL(c->targets, t);
 		target_state_free(t);
 	}
 	offcpu_bpf__destroy(c->skel);
 	swap_map_fini(&c->counts);
-	free(c->batch_keys);
-	free(c->batch_values);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -170,12 +174,20 @@ static int attach_locked(struct offcpu_collector *c, char *errbuf, size_t errlen
 
 	if (c->switch_link)
 		return 0;
+	c->batch_keys = calloc(counts_spec.max_entries, counts_spec.key_size);
+	c->batch_values = calloc(counts_spec.max_entries, sizeof(__u64));
+	if (!c->batch_keys || !c->batch_values) {
+		snprintf(errbuf, errlen, "out of memory");
+		detach_locked(c);
+		return -ENOMEM;
+	}
 	if (!c->events) {
 		c->events = ring_buffer__new(bpf_map__fd(c->skel->maps.events), handle_event, c,
 					     NULL);
 		if (!c->events) {
 			err = -errno;
 			snprintf(errbuf, errlen, "ring buffer: %s", strerror(-err));
+			detach_locked(c);
 			return err;
 		}
 	}
@@ -438,8 +450,10 @@ static int drain_locked(struct offcpu_collector *c, int64_t now)
 	err = swap_map_swap(&c->counts, &old);
 	if (err)
 		return err;
-	err = swap_map_take_all(old, c->batch_keys, c->batch_values, c->counts.spec.max_entries,
-				add_sums, c);
+	/* No buffers: detached, nothing counted since the last drain before. */
+	if (c->batch_keys)
+		err = swap_map_take_all(old, c->batch_keys, c->batch_values,
+					c->counts.spec.max_entries, add_sums, c);
 	trim_stacks_locked(c);
 	return err;
 }

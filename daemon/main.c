@@ -1,6 +1,7 @@
 /* aperture: a profiler that is a filesystem. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +229,12 @@ out:
 
 int main(int argc, char **argv)
 {
+	/* Fixed thresholds, not glibc's sliding ones: once a multi-MiB block (a symbol table, a
+	 * rendered profile) is freed, glibc would raise both to its size, so later blocks that
+	 * large stay in the heaps and the heaps' tops are no longer given back: a daemon whose
+	 * targets went would keep their memory. */
+	mallopt(M_MMAP_THRESHOLD, 256 << 10);
+	mallopt(M_TRIM_THRESHOLD, 1 << 20);
 	if (argc >= 2 && !strcmp(argv[1], "mount"))
 		return cmd_mount(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "status"))

@@ -208,6 +208,28 @@ void file_cache_put(struct file_cache *c, struct cached_file *cf)
 	}
 }
 
+void file_cache_drop_idle(struct file_cache *c)
+{
+	TAILQ_HEAD(, cached_file) dropped = TAILQ_HEAD_INITIALIZER(dropped);
+	struct cached_file *cf;
+
+	pthread_mutex_lock(&c->lock);
+	while ((cf = TAILQ_FIRST(&c->idle))) {
+		TAILQ_REMOVE(&c->idle, cf, idle);
+		TAILQ_REMOVE(&c->all, cf, all);
+		TAILQ_INSERT_TAIL(&dropped, cf, idle);
+		c->nidle--;
+		c->count--;
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* Freed without the lock, as put frees its victim. */
+	while ((cf = TAILQ_FIRST(&dropped))) {
+		TAILQ_REMOVE(&dropped, cf, idle);
+		elf_file_free(cf->elf);
+		free(cf);
+	}
+}
+
 size_t file_cache_count(struct file_cache *c)
 {
 	size_t n;

@@ -29,6 +29,9 @@ struct cached_file *file_cache_ref(struct file_cache *c, struct cached_file *cf)
 /* Drops a reference; NULL is ignored. */
 void file_cache_put(struct file_cache *c, struct cached_file *cf);
 
+/* Frees every file nothing references. */
+void file_cache_drop_idle(struct file_cache *c);
+
 /* Files cached, referenced or idle. */
 size_t file_cache_count(struct file_cache *c);
 

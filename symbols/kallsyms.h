@@ -2,7 +2,9 @@
  *
  * kallsyms gives no sizes: a text symbol covers addresses up to the next symbol of any kind.
  * Non-text symbols are kept only as boundaries so an address past the end of text is not
- * blamed on the last function. Immutable once built, so lookups need no lock. */
+ * blamed on the last function. Immutable once built, so lookups need no lock. Compact, as the
+ * kernel has ~120,000 symbols: one block of names, one sorted array of 16-byte entries, and
+ * no entry for the __pfx_ symbols that name the padding before each function. */
 #ifndef APERTURE_SYMBOLS_KALLSYMS_H
 #define APERTURE_SYMBOLS_KALLSYMS_H
 
@@ -22,10 +24,11 @@ int kallsyms_load(const char *path, struct kallsyms **out);
 
 void kallsyms_free(struct kallsyms *k);
 
-/* Name of the text symbol covering addr (without any "[module]" tag), or NULL. The string
- * lives as long as k. *stale (if not NULL): the answer may be out of date, since code loaded
- * after the text was read can be there: no symbol covers addr, or it is in a BPF program. */
-const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, bool *stale);
+/* Name of the text symbol covering addr (without any "[module]" tag) into buf: 0, -ENOENT
+ * when none does, -ENOSPC when len is too short. *stale (if not NULL): the answer may be out
+ * of date, since code loaded after the text was read can be there: no symbol covers addr, or
+ * it is in a BPF program. */
+int kallsyms_name(const struct kallsyms *k, uint64_t addr, char *buf, size_t len, bool *stale);
 
 /* Text symbols in the table. */
 size_t kallsyms_count(const struct kallsyms *k);

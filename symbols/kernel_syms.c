@@ -135,40 +135,37 @@ static void reread(struct kernel_syms *ks, int64_t now)
 	ks->lost = false;
 }
 
-/* Under ks->lock: the name, or NULL; *stale as kallsyms_lookup's. */
-static const char *lookup(struct kernel_syms *ks, uint64_t addr, bool *stale)
+/* Under ks->lock: the name into buf, 0, -ENOENT or -ENOSPC; *stale as kallsyms_name's. */
+static int lookup(struct kernel_syms *ks, uint64_t addr, char *buf, size_t len, bool *stale)
 {
 	size_t i = loaded_index(ks, addr);
 
 	*stale = false;
 	if (i < ks->nloaded && ks->loaded[i].addr <= addr)
-		return ks->loaded[i].name;
-	return ks->table ? kallsyms_lookup(ks->table, addr, stale) : NULL;
+		return snprintf(buf, len, "%s", ks->loaded[i].name) < (int)len ? 0 : -ENOSPC;
+	return ks->table ? kallsyms_name(ks->table, addr, buf, len, stale) : -ENOENT;
 }
 
 int kernel_syms_name(struct kernel_syms *ks, uint64_t addr, char *buf, size_t len)
 {
-	const char *name;
 	int64_t age;
 	bool stale;
-	int err = -ENOENT;
+	int err;
 
 	pthread_mutex_lock(&ks->lock);
 	if (ks->events && ksym_events_read(ks->events, on_record, ks))
 		ks->lost = true;
-	name = lookup(ks, addr, &stale);
+	err = lookup(ks, addr, buf, len, &stale);
 	if (stale && ks->table) {
 		/* What is reported is known exactly: only what is not (modules, lost reports,
 		 * no reports at all) needs kallsyms again. */
 		age = mono_ms() - ks->read_ms;
 		if ((age >= KERNEL_SYMS_REREAD_MS && (ks->lost || !ks->events)) ||
-		    (!name && age >= KERNEL_SYMS_REREAD_GAP_MS)) {
+		    (err == -ENOENT && age >= KERNEL_SYMS_REREAD_GAP_MS)) {
 			reread(ks, age + ks->read_ms);
-			name = lookup(ks, addr, &stale);
+			err = lookup(ks, addr, buf, len, &stale);
 		}
 	}
-	if (name)
-		err = snprintf(buf, len, "%s", name) < (int)len ? 0 : -ENOSPC;
 	pthread_mutex_unlock(&ks->lock);
 	return err;
 }

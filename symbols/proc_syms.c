@@ -184,6 +184,7 @@ int proc_syms_new(struct symbolizer *s, pid_t pid, struct proc_syms **out)
 		return -ENOMEM;
 	ps->s = s;
 	ps->pid = pid;
+	atomic_fetch_add(&s->processes, 1);
 	pthread_rwlock_init(&ps->lock, NULL);
 	pthread_mutex_init(&ps->refresh_lock, NULL);
 	err = perf_map_open(pid, &ps->jit);
@@ -233,6 +234,8 @@ void proc_syms_free(struct proc_syms *ps)
 	perf_map_free(ps->jit);
 	pthread_mutex_destroy(&ps->refresh_lock);
 	pthread_rwlock_destroy(&ps->lock);
+	if (atomic_fetch_sub(&ps->s->processes, 1) == 1)
+		file_cache_drop_idle(ps->s->files);
 	free(ps);
 }
 

@@ -18,6 +18,9 @@ struct symbolizer {
 	struct cached_file *vdso;	/* our vDSO image, referenced; NULL when there is none */
 	size_t vdso_size;
 	_Atomic bool raw_names;		/* demangling switched off */
+	/* proc_syms alive: when the last goes, no process is named any more and the idle
+	 * files are dropped, so a daemon whose targets are gone shrinks back. */
+	atomic_size_t processes;
 };
 
 /* snprintf into a caller's name buffer: 0, or -ENOSPC when the name did not fit. */

@@ -259,11 +259,12 @@ def test_memory_budget_holds_totals_stay_exact_and_memory_goes_back(scratch, wor
         workloads.stop_all()
         wait_for(lambda: d.status()["store_bytes"] == "0", 10, "the targets to be dropped")
         # ASan's allocator keeps freed memory in quarantine on purpose: no RSS to compare.
-        # Measured 10-21 % above fresh here (bench/memory.py: 11-20 %); 25 % keeps the test
-        # reliable on a noisy machine; without the trim RSS stays near its peak (about +30 %).
+        # Measured 14-16 % above fresh here: code of our libraries paged in, threads FUSE
+        # started for the reads. Without dropping the idle symbol files, fixed malloc
+        # thresholds and the drains' buffers going with the last target: 2.4x fresh.
         if "ASAN_OPTIONS" not in os.environ:
             try:
-                wait_for(lambda: rss_kib(d.proc.pid) < 1.25 * fresh, 10, "RSS to come back")
+                wait_for(lambda: rss_kib(d.proc.pid) < 1.20 * fresh, 10, "RSS to come back")
             except AssertionError:
                 raise AssertionError(f"RSS {rss_kib(d.proc.pid)} KiB after the targets, "
                                      f"{fresh} KiB fresh")

@@ -9,7 +9,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
 	struct kallsyms *k = NULL;
-	const char *name;
+	char name[600];
 	uint64_t addr = 0;
 	bool stale;
 
@@ -17,11 +17,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		return 0;
 	if (len >= sizeof(addr))
 		memcpy(&addr, data, sizeof(addr));
-	/* A name handed out must be a readable string. */
-	if ((name = kallsyms_lookup(k, addr, &stale)) && strlen(name) > len)
+	/* A name handed out must be a string from the input (or __pfx_ and one). */
+	if (!kallsyms_name(k, addr, name, sizeof(name), &stale) && strlen(name) > len + 6)
 		__builtin_trap();
-	kallsyms_lookup(k, 0, NULL);
-	kallsyms_lookup(k, UINT64_MAX, NULL);
+	kallsyms_name(k, 0, name, sizeof(name), NULL);
+	kallsyms_name(k, UINT64_MAX, name, 1, NULL);
 	kallsyms_free(k);
 	return 0;
 }

@@ -28,6 +28,14 @@ static const char sample[] =
 	"ffffffff81001000 T after_data\n"
 	"ffffffffc0001000 t mod_fn\t[mymod]\n";
 
+/* The name kallsyms_name gives addr, or NULL. */
+static const char *name_at(const struct kallsyms *k, uint64_t addr, bool *stale)
+{
+	static char buf[512];
+
+	return kallsyms_name(k, addr, buf, sizeof(buf), stale) ? NULL : buf;
+}
+
 static void test_parse_sample(void **state)
 {
 	struct kallsyms *k;
@@ -36,22 +44,22 @@ static void test_parse_sample(void **state)
 	/* one name per text address */
 	assert_int_equal(kallsyms_count(k), 6);
 
-	assert_null(kallsyms_lookup(k, 0xffffffff80ffffff, NULL));
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000000, NULL), "_text");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff810000ff, NULL), "_text");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000100, NULL), "startup_64");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000150, NULL), "startup_64");
+	assert_null(name_at(k, 0xffffffff80ffffff, NULL));
+	assert_string_equal(name_at(k, 0xffffffff81000000, NULL), "_text");
+	assert_string_equal(name_at(k, 0xffffffff810000ff, NULL), "_text");
+	assert_string_equal(name_at(k, 0xffffffff81000100, NULL), "startup_64");
+	assert_string_equal(name_at(k, 0xffffffff81000150, NULL), "startup_64");
 	/* weak beats local; fewer leading underscores beat a global binding */
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000210, NULL), "weak_alias");
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff810003ff, NULL), "do_thing");
+	assert_string_equal(name_at(k, 0xffffffff81000210, NULL), "weak_alias");
+	assert_string_equal(name_at(k, 0xffffffff810003ff, NULL), "do_thing");
 	/* past the end of text, up to the next text symbol */
-	assert_null(kallsyms_lookup(k, 0xffffffff81000400, NULL));
-	assert_null(kallsyms_lookup(k, 0xffffffff81000fff, NULL));
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81001000, NULL), "after_data");
+	assert_null(name_at(k, 0xffffffff81000400, NULL));
+	assert_null(name_at(k, 0xffffffff81000fff, NULL));
+	assert_string_equal(name_at(k, 0xffffffff81001000, NULL), "after_data");
 	/* the module tag is not part of the name */
-	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0001010, NULL), "mod_fn");
+	assert_string_equal(name_at(k, 0xffffffffc0001010, NULL), "mod_fn");
 	/* nothing ends the last symbol, so it is not stretched without bound */
-	assert_null(kallsyms_lookup(k, 0xffffffffc1001000, NULL));
+	assert_null(name_at(k, 0xffffffffc1001000, NULL));
 	kallsyms_free(k);
 }
 
@@ -68,19 +76,19 @@ static void test_stale_answers(void **state)
 	bool stale;
 
 	assert_int_equal(kallsyms_parse(text, strlen(text), &k), 0);
-	assert_string_equal(kallsyms_lookup(k, 0xffffffff81000010, &stale), "schedule");
+	assert_string_equal(name_at(k, 0xffffffff81000010, &stale), "schedule");
 	assert_false(stale);
-	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0001010, &stale), "mod_fn");
+	assert_string_equal(name_at(k, 0xffffffffc0001010, &stale), "mod_fn");
 	assert_false(stale);
-	assert_null(kallsyms_lookup(k, 0xffffffff81000410, &stale));
+	assert_null(name_at(k, 0xffffffff81000410, &stale));
 	assert_true(stale);
-	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0201100, &stale),
+	assert_string_equal(name_at(k, 0xffffffffc0201100, &stale),
 			    "bpf_prog_0123456789abcdef_old");
 	assert_true(stale);
-	assert_string_equal(kallsyms_lookup(k, 0xffffffffc0201900, &stale),
+	assert_string_equal(name_at(k, 0xffffffffc0201900, &stale),
 			    "bpf_prog_fedcba9876543210_other");
 	assert_true(stale);
-	assert_null(kallsyms_lookup(k, 0xffffffffc1201900, &stale));
+	assert_null(name_at(k, 0xffffffffc1201900, &stale));
 	assert_true(stale);
 	kallsyms_free(k);
 }
@@ -94,8 +102,34 @@ static void test_parse_hidden_addresses(void **state)
 
 	assert_int_equal(kallsyms_parse(hidden, strlen(hidden), &k), 0);
 	assert_int_equal(kallsyms_count(k), 0);
-	assert_null(kallsyms_lookup(k, 0, NULL));
-	assert_null(kallsyms_lookup(k, 0xffffffff81000000, NULL));
+	assert_null(name_at(k, 0, NULL));
+	assert_null(name_at(k, 0xffffffff81000000, NULL));
+	kallsyms_free(k);
+}
+
+/* A __pfx_ symbol right before the function it pads is no entry of its own, yet names its
+ * bytes and ends the function before it; one that pads nothing stays itself. */
+static void test_padding_symbols_folded(void **state)
+{
+	static const char text[] =
+		"ffffffff81000000 T before\n"
+		"ffffffff81000100 t __pfx_padded\n"
+		"ffffffff81000110 T padded\n"
+		"ffffffff81000200 T __pfx_lonely\n"
+		"ffffffff81000300 T other\n";
+	struct kallsyms *k;
+	char small[8];
+
+	assert_int_equal(kallsyms_parse(text, strlen(text), &k), 0);
+	assert_int_equal(kallsyms_count(k), 4);
+	assert_string_equal(name_at(k, 0xffffffff810000ff, NULL), "before");
+	assert_string_equal(name_at(k, 0xffffffff81000100, NULL), "__pfx_padded");
+	assert_string_equal(name_at(k, 0xffffffff8100010f, NULL), "__pfx_padded");
+	assert_string_equal(name_at(k, 0xffffffff81000110, NULL), "padded");
+	assert_string_equal(name_at(k, 0xffffffff81000210, NULL), "__pfx_lonely");
+	assert_string_equal(name_at(k, 0xffffffff81000300, NULL), "other");
+	assert_int_equal(kallsyms_name(k, 0xffffffff81000100, small, sizeof(small), NULL),
+			 -ENOSPC);
 	kallsyms_free(k);
 }
 
@@ -163,6 +197,7 @@ int main(void)
 		cmocka_unit_test(test_parse_sample),
 		cmocka_unit_test(test_stale_answers),
 		cmocka_unit_test(test_parse_hidden_addresses),
+		cmocka_unit_test(test_padding_symbols_folded),
 		cmocka_unit_test(test_parse_rejects_garbage),
 		cmocka_unit_test(test_real_kernel),
 	};

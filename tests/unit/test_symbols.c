@@ -554,6 +554,29 @@ static void test_file_cache_refs_and_idle_bound(void **state)
 	file_cache_free(c);
 }
 
+/* Dropping the idle files frees those nothing references and leaves the others. */
+static void test_file_cache_drop_idle(void **state)
+{
+	struct cached_file *exe, *libc, *again;
+	struct file_cache *c;
+	Dl_info info;
+
+	assert_true(dladdr(libc_symbol("qsort"), &info));
+	assert_int_equal(file_cache_new(8, &c), 0);
+	assert_int_equal(file_cache_get(c, open_or_fail("/proc/self/exe"), "exe", &exe), 0);
+	assert_int_equal(file_cache_get(c, open_or_fail(info.dli_fname), "libc", &libc), 0);
+	file_cache_put(c, exe);
+	file_cache_drop_idle(c);
+	assert_int_equal(file_cache_count(c), 1);
+	assert_int_equal(file_cache_get(c, open_or_fail(info.dli_fname), "libc", &again), 0);
+	assert_ptr_equal(again, libc);	/* still the one referenced */
+	file_cache_put(c, again);
+	file_cache_put(c, libc);
+	file_cache_drop_idle(c);
+	assert_int_equal(file_cache_count(c), 0);
+	file_cache_free(c);
+}
+
 struct namer {
 	struct proc_syms *ps;
 	int failures;
@@ -610,6 +633,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_non_pie_target, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_name_while_refreshing, setup, teardown),
 		cmocka_unit_test(test_file_cache_refs_and_idle_bound),
+		cmocka_unit_test(test_file_cache_drop_idle),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
