@@ -104,6 +104,10 @@ def test_perf_map_names_jit_code_in_the_targets_namespace(daemon, workloads):
     pid = int(child_of(unshare.pid))
     wait_for(lambda: read(f"/proc/{pid}/comm").strip() == "node", 10, "node to start")
     assert not Path(f"/tmp/perf-{pid}.map").exists() and not Path("/tmp/perf-1.map").exists()
+    # Profiled from when V8 has compiled the hot function: before, node is still starting up.
+    jit_map = Path(f"/proc/{pid}/root/tmp/perf-1.map")
+    wait_for(lambda: jit_map.exists() and "hotPrimeCount" in jit_map.read_text(), 20,
+             "V8 to compile hotPrimeCount")
     stacks, status = daemon.profile(pid, 500)
     hot = share(stacks, lambda f: any("hotPrimeCount" in x and x.endswith("_[j]")
                                       for x in f))
