@@ -259,7 +259,8 @@ int ch_rollup_sources(struct ch_rollup *r, const struct ch_server *srv, struct c
 			err = gaps(from, until, segs, nsegs, &holes, &nholes);
 		if (!err)
 			err = fresh(srv, MINUTE, holes, nholes, &segs, &nsegs);
-		qsort(segs, nsegs, sizeof(*segs), by_start);
+		if (nsegs) /* qsort's array may not be NULL, even empty */
+			qsort(segs, nsegs, sizeof(*segs), by_start);
 	}
 	if (!err)
 		err = gaps(from, until, segs, nsegs, &raw, &nraw);
@@ -484,7 +485,8 @@ static void roll_pass(struct ch_rollup *r)
 		if (todo && (int64_t)(e->key & UINT32_MAX) + (int64_t)(e->key >> 32) + GRACE <= now)
 			todo[n++] = (struct dirty){ .key = e->key, .gen = e->gen };
 	pthread_mutex_unlock(&r->lock);
-	qsort(todo, n, sizeof(*todo), by_key);
+	if (n)
+		qsort(todo, n, sizeof(*todo), by_key);
 	for (size_t i = 0, k; i < n; i = k) {
 		uint32_t res = todo[i].key >> 32;
 		int64_t buckets[ROLL_GROUP];

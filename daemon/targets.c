@@ -293,7 +293,8 @@ int targets_list(struct targets *ts, pid_t **pids, size_t *n)
 		free(l.v);
 		return err;
 	}
-	qsort(l.v, l.len, sizeof(*l.v), cmp_pid);
+	if (l.len)
+		qsort(l.v, l.len, sizeof(*l.v), cmp_pid);
 	*n = 0;
 	for (size_t i = 0; i < l.len; i++)
 		if (*n == 0 || l.v[*n - 1] != l.v[i])
