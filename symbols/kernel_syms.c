@@ -132,6 +132,10 @@ static void reread(struct kernel_syms *ks, int64_t now)
 		return;
 	kallsyms_free(ks->table);
 	ks->table = fresh;
+	/* After lost reports, what was reported may have been unloaded since and its address
+	 * reused: the fresh kallsyms has every program loaded now. */
+	if (ks->lost)
+		forget_range(ks, 0, UINT64_MAX);
 	ks->lost = false;
 }
 
@@ -155,6 +159,10 @@ int kernel_syms_name(struct kernel_syms *ks, uint64_t addr, char *buf, size_t le
 	pthread_mutex_lock(&ks->lock);
 	if (ks->events && ksym_events_read(ks->events, on_record, ks))
 		ks->lost = true;
+	/* A lost report may be an unload whose address a newer program took: nothing reported
+	 * can be trusted until kallsyms is read again, whatever the name found. */
+	if (ks->lost && ks->events && ks->table && mono_ms() - ks->read_ms >= KERNEL_SYMS_REREAD_MS)
+		reread(ks, mono_ms());
 	err = lookup(ks, addr, buf, len, &stale);
 	if (stale && ks->table) {
 		/* What is reported is known exactly: only what is not (modules, lost reports,

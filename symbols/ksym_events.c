@@ -9,8 +9,9 @@
 
 #include "symbols/ksym_events.h"
 
-/* Pages of records per CPU: a load makes one record per program and subprogram, ~80 bytes. */
-#define RING_PAGES 2
+/* Pages of records per CPU: a load makes one record per program and subprogram, ~80 bytes,
+ * and a daemon starting its collectors loads dozens: 400 records between two reads. */
+#define RING_PAGES 8
 /* Longer records are not ksymbol records we can use (KSYM_NAME_LEN is 512). */
 #define RECORD_MAX 1024
 
