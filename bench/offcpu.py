@@ -25,6 +25,7 @@ from common import (Daemon, Gated, folded_stats, median, read_text, set_bpf_stat
                     task_cpu_s, wait_until)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BYSTANDER = "switches of a process that is not a target, aperture offcpu.folded"
 CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
           "-fno-optimize-sibling-calls", "-pthread"]
 class Aperture:
@@ -145,18 +146,22 @@ def switch_prog_stats(pid):
     return cnt, ns
 
 
-def paired_ns(argv, a, b, tmp, reps):
+def paired_ns(argv, a, b, tmp, reps, bystander=False):
     """Both tracers attached at once to the same runs, kernel.bpf_stats_enabled on: their
     programs run on the same switches under the same load, so the ratio of their times is
     the ratio of their costs per switch, free of the machine's drift between runs. The
-    attach order alternates. Returns per rep (a's ns/run, b's ns/run)."""
+    attach order alternates. bystander: both trace a sleeping process instead, so the
+    ping-pong's switches are those of a process that is not a target (what every other
+    process of the node pays). Returns per rep (a's ns/run, b's ns/run)."""
     out = []
     for r in range(reps):
         w = Gated(argv, tmp, f"paired-{r}")
         first, second = (a, b) if r % 2 == 0 else (b, a)
+        sleeper = subprocess.Popen(["sleep", "600"]) if bystander else None
+        traced = sleeper.pid if bystander else w.pid
         try:
-            first.attach(w.pid, tmp)
-            second.attach(w.pid, tmp)
+            first.attach(traced, tmp)
+            second.attach(traced, tmp)
             time.sleep(1.0)
             owners = [t.d.pid if isinstance(t, Aperture) else t.proc.pid for t in (a, b)]
             before = [switch_prog_stats(o) for o in owners]
@@ -167,6 +172,9 @@ def paired_ns(argv, a, b, tmp, reps):
             set_bpf_stats(False)
             if w.proc.poll() is None:
                 w.proc.kill()
+            if sleeper:
+                sleeper.kill()
+                sleeper.wait()
         after = [switch_prog_stats(o) for o in owners]
         for t in (a, b):
             t.begin()
@@ -235,6 +243,9 @@ def main():
             if ap_t.name not in errors and bcc_t.name not in errors and args.paired:
                 paired[ap_t.name] = (bcc_t.name, paired_ns(argv, ap_t, bcc_t, tmp,
                                                            args.paired))
+        if tracers[0].name not in errors and tracers[1].name not in errors and args.paired:
+            paired[BYSTANDER] = (tracers[1].name, paired_ns(argv, tracers[0], tracers[1], tmp,
+                                                            args.paired, bystander=True))
     finally:
         daemon.stop()
     rows = {}

@@ -2,12 +2,14 @@
 """Throughput of real servers while profiled: PostgreSQL 15 under `pgbench -S` and nginx under
 wrk, both on loopback, against their own baseline.
 
-    sudo bench/servers.py [--aperture build/aperture] [--rounds 3] [--seconds 6]
+    sudo bench/servers.py [--aperture build/aperture] [--rounds 3] [--seconds 6] [--only A,B]
 
 Configurations, taking turns round by round so that a drift of the machine lands on all
 alike: baseline; aperture cpu-only (a bare enable) at 99 and 999 Hz; `perf record -e
 cpu-clock -g` at the same rates; aperture with every collector (cpu offcpu syscalls locks) at
-99 Hz. The figure is, per configuration, the median over rounds of its throughput / the
+99 Hz; aperture with only syscalls, only locks, only offcpu; BCC's `syscount -L -c` and a
+bpftrace program that times every system call of the server's processes (children of its
+first process) as the syscalls collector does. The figure is, per configuration, the median over rounds of its throughput / the
 baseline of the same round, with the smallest and largest round.
 
 nginx (2 workers, a 612-byte static page): the profiler attaches to the master and workers
@@ -34,13 +36,28 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PG_BIN = "/usr/lib/postgresql/15/bin"
 PG_PORT, NGINX_PORT = 55432, 18080
 EVERY = "cpu offcpu syscalls locks"
+# bpftrace's equivalent of the syscalls collector (count, time and a latency histogram per
+# system call) for the server's processes: children of the server's first process, as
+# syscount's -c.
+BT_SYSCALLS = ("tracepoint:raw_syscalls:sys_enter /curtask->real_parent->tgid == {ppid}/ "
+               "{{ @s[tid] = nsecs; }} tracepoint:raw_syscalls:sys_exit /@s[tid]/ "
+               "{{ @ns[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }}")
 # Debian's nginx and postgres have no frame pointers: config/unwind auto (the default) unwinds
 # them from a copy of the stack (dwarf), where perf -g walks frame pointers; "fp" rows compare
-# like with like.
-CONFIGS = [("baseline", None, None), ("aperture cpu 99 Hz", "aperture", 99),
-           ("aperture cpu 999 Hz", "aperture", 999), ("aperture cpu 99 Hz, unwind fp", "fp", 99),
-           ("aperture cpu 999 Hz, unwind fp", "fp", 999), ("perf -g 99 Hz", "perf", 99),
-           ("perf -g 999 Hz", "perf", 999), ("aperture every collector 99 Hz", "all", 99)]
+# like with like. (name, tool, aperture's collectors or the tool's argv, unwind, Hz)
+CONFIGS = [("baseline", None, None, None, None),
+           ("aperture cpu 99 Hz", "aperture", "cpu", "auto", 99),
+           ("aperture cpu 999 Hz", "aperture", "cpu", "auto", 999),
+           ("aperture cpu 99 Hz, unwind fp", "aperture", "cpu", "fp", 99),
+           ("aperture cpu 999 Hz, unwind fp", "aperture", "cpu", "fp", 999),
+           ("perf -g 99 Hz", "perf", None, None, 99),
+           ("perf -g 999 Hz", "perf", None, None, 999),
+           ("aperture every collector 99 Hz", "aperture", EVERY, "auto", 99),
+           ("aperture syscalls only", "aperture", "syscalls", "auto", 99),
+           ("aperture locks only", "aperture", "locks", "auto", 99),
+           ("aperture offcpu only", "aperture", "offcpu", "auto", 99),
+           ("BCC syscount -L", "tool", ["syscount-bpfcc", "-L", "-c", "{ppid}"], None, None),
+           ("bpftrace syscall latency", "tool", ["bpftrace", "-e", BT_SYSCALLS], None, None)]
 
 
 def children(pid):
@@ -48,27 +65,51 @@ def children(pid):
     return [int(p) for p in out.split()]
 
 
+def holds_bpf_link_or_perf(pid):
+    """A tracer has attached once it holds a BPF link or a perf event (tracepoints)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if "bpf-link" in target or "bpf_link" in target or "perf_event" in target:
+            return True
+    return False
+
+
 class Profiler:
-    """Attaches one configuration to pids; detach() ends it."""
+    """Attaches one configuration to pids (children of ppid, but for nginx's master);
+    detach() ends it."""
 
-    def __init__(self, kind, hz, daemon, tmp):
-        self.kind, self.hz, self.d, self.tmp = kind, hz, daemon, tmp
-        self.pids, self.perf = [], None
+    def __init__(self, config, daemon, tmp):
+        _, self.kind, self.what, self.unwind, self.hz = config
+        self.d, self.tmp = daemon, tmp
+        self.pids, self.proc = [], None
 
-    def attach(self, pids):
+    def attach(self, ppid, pids):
         self.pids = pids
         if self.kind == "perf":
-            self.perf = subprocess.Popen(
+            self.proc = subprocess.Popen(
                 ["perf", "record", "-q", "-e", "cpu-clock", "-g", "-F", str(self.hz), "-o",
                  os.path.join(self.tmp, "perf.data"), "-p", ",".join(map(str, pids))],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            wait_until(lambda: holds_perf_events(self.perf.pid), 10)
+            wait_until(lambda: holds_perf_events(self.proc.pid), 10)
+        elif self.kind == "tool":
+            self.proc = subprocess.Popen([a.format(ppid=ppid) for a in self.what],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if not wait_until(lambda: holds_bpf_link_or_perf(self.proc.pid), 60, 0.05):
+                raise RuntimeError(f"{self.what[0]} did not attach")
+            time.sleep(0.5)  # the rest of its probes
         elif self.kind:
             self.d.set_hz(self.hz)
             with open(self.d.path("config", "collectors"), "w") as f:
-                f.write(EVERY if self.kind == "all" else "cpu")
+                f.write(self.what)
             with open(self.d.path("config", "unwind"), "w") as f:
-                f.write("fp" if self.kind == "fp" else "auto")
+                f.write(self.unwind)
             for pid in pids:
                 try:
                     self.d.write_enable(pid)
@@ -76,9 +117,13 @@ class Profiler:
                     pass  # a backend that just ended
 
     def detach(self):
-        if self.perf:
-            self.perf.send_signal(signal.SIGINT)
-            self.perf.wait()
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         elif self.kind:
             for pid in self.pids:
                 try:
@@ -109,7 +154,7 @@ http {{ access_log off; server {{ listen 127.0.0.1:{NGINX_PORT}; root {root}; }}
         wait_until(lambda: len(children(self.proc.pid)) == 2, 10)
 
     def run(self, prof):
-        prof.attach([self.proc.pid] + children(self.proc.pid))
+        prof.attach(self.proc.pid, [self.proc.pid] + children(self.proc.pid))
         time.sleep(0.5)
         out = subprocess.run(["wrk", "-t2", "-c32", f"-d{self.seconds}s",
                               f"http://127.0.0.1:{NGINX_PORT}/"],
@@ -152,7 +197,7 @@ class Postgres:
                                str(PG_PORT), "postgres"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(1)
-        prof.attach(children(self.proc.pid))
+        prof.attach(self.proc.pid, children(self.proc.pid))
         err = pg.communicate()[1]
         prof.detach()
         tps = [float(m.group(2)) for m in re.finditer(r"progress: ([\d.]+) s, ([\d.]+) tps",
@@ -170,7 +215,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=6)
     ap.add_argument("--servers", default="nginx,postgres")
+    ap.add_argument("--only", help="comma-separated configuration names (baseline is kept)")
     args = ap.parse_args()
+    configs = [c for c in CONFIGS if not args.only or c[0] == "baseline" or
+               c[0] in args.only.split(",")]
     tmp = tempfile.mkdtemp(prefix="aperture-servers-")
     os.chmod(tmp, 0o755)
     daemon = Daemon(os.path.abspath(args.aperture))
@@ -178,12 +226,12 @@ def main():
     try:
         for kind in args.servers.split(","):
             server = (Nginx if kind == "nginx" else Postgres)(tmp, args.seconds)
-            runs = {name: [] for name, _, _ in CONFIGS}
+            runs = {c[0]: [] for c in configs}
             try:
                 for r in range(args.rounds):
-                    order = CONFIGS if r % 2 == 0 else CONFIGS[::-1]
-                    for name, prof_kind, hz in order:
-                        runs[name].append(server.run(Profiler(prof_kind, hz, daemon, tmp)))
+                    order = configs if r % 2 == 0 else configs[::-1]
+                    for config in order:
+                        runs[config[0]].append(server.run(Profiler(config, daemon, tmp)))
             finally:
                 server.stop()
             lines.append(f"{server.name}: {args.rounds} rounds of {args.seconds} s, "
@@ -192,7 +240,7 @@ def main():
                          "pointers; perf -g and the fp rows walk frame pointers)")
             lines.append(f"{'configuration':34} {server.unit:>12} {'ratio (min-max)':>22}")
             results[kind] = {}
-            for name, _, _ in CONFIGS:
+            for name in runs:
                 ratios = [a / b for a, b in zip(runs[name], runs["baseline"])]
                 med = statistics.median(ratios)
                 lines.append(f"{name:34} {statistics.median(runs[name]):12.0f} "

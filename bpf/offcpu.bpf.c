@@ -143,11 +143,22 @@ static __always_inline struct offcpu_start *thread_record(__u32 tgid, __u32 tid)
 	return bpf_map_lookup_elem(&start, &tid);
 }
 
-/* prev is the current task: its stacks are the ones bpf_get_stack reads. */
-static __always_inline void switch_out(void *ctx, struct task_struct *prev, bool preempt,
-				       unsigned int prev_state, __u64 now)
+/* prev is the current task: its ids come from the cheap helper, and its stacks are the ones
+ * bpf_get_stack reads. */
+/* The time of this switch, read once and only for a target's thread: most switches of the
+ * node are not a target's and need no clock. */
+static __always_inline __u64 switch_time(__u64 *now)
 {
-	__u32 tgid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	return *now;
+}
+
+static __always_inline void switch_out(void *ctx, bool preempt, unsigned int prev_state,
+				       __u64 *now)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = id;
 	struct offcpu_start *st;
 	long err;
 
@@ -176,7 +187,7 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, bool
 		stat_inc(OFFCPU_STAT_STACKS_FULL);
 	st->state = prev_state;
 	st->preempt = preempt;
-	st->ts = now;
+	st->ts = switch_time(now);
 }
 
 static __always_inline void add_time(struct offcpu_start *st, __u64 delta)
@@ -212,20 +223,37 @@ static __always_inline void send_event(struct offcpu_start *st, __u64 delta)
 	bpf_ringbuf_submit(ev, 0);
 }
 
-static __always_inline void switch_in(struct task_struct *next, __u64 now)
+/* next's pid and tgid, in one read where they sit side by side (every kernel so far). */
+static __always_inline void task_ids(struct task_struct *task, __u32 *tid, __u32 *tgid)
 {
-	__u32 tid = BPF_CORE_READ(next, pid);
+	__u32 ids[2];
+
+	if (bpf_core_field_offset(struct task_struct, tgid) ==
+	    bpf_core_field_offset(struct task_struct, pid) + sizeof(__u32) &&
+	    !bpf_core_read(ids, sizeof(ids), &task->pid)) {
+		*tid = ids[0];
+		*tgid = ids[1];
+		return;
+	}
+	*tid = BPF_CORE_READ(task, pid);
+	*tgid = BPF_CORE_READ(task, tgid);
+}
+
+static __always_inline void switch_in(struct task_struct *next, __u64 *now)
+{
 	struct offcpu_start *st;
+	__u32 tid, tgid;
 	__u64 delta;
 
+	task_ids(next, &tid, &tgid);
 	/* Only a target's threads have a record; those of a target disabled since were
 	 * forgotten with it. */
-	if (!may_be_target(BPF_CORE_READ(next, tgid)))
+	if (!may_be_target(tgid))
 		return;
 	st = bpf_map_lookup_elem(&start, &tid);
 	if (!st || !st->ts)
 		return;
-	delta = now - st->ts;
+	delta = switch_time(now) - st->ts;
 	if (delta >= min_ns)
 		add_time(st, delta);
 	if (delta >= blocking_ns && bpf_map_lookup_elem(&workers, &tid))
@@ -234,17 +262,17 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 }
 
 /* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
- *          unsigned int prev_state) */
+ *          unsigned int prev_state); prev is current. */
 SEC("raw_tracepoint/sched_switch")
 int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 {
 	bool preempt = ctx->args[0];
-	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
+	struct task_struct *next = (void *)ctx->args[2];
 	unsigned int prev_state = ctx->args[3];
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = 0;
 
-	switch_out(ctx, prev, preempt, prev_state, now);
-	switch_in(next, now);
+	switch_out(ctx, preempt, prev_state, &now);
+	switch_in(next, &now);
 	return 0;
 }
 
