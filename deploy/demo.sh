@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNT=${1:-/aperture}
-APERTURE=./build/aperture
-DEMO=./build/tests/workloads/cpu_split
+APERTURE=${APERTURE:-./build/aperture}
+DEMO=${DEMO:-./build/tests/workloads/cpu_split}
 
 if ! grep -qs " $MNT fuse.aperture " /proc/self/mounts; then
 	"$APERTURE" mount "$MNT"

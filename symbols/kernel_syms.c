@@ -23,6 +23,7 @@ struct kernel_syms {
 	pthread_mutex_t lock;		/* everything below */
 	struct kallsyms *table;		/* NULL when kallsyms could not be read */
 	int64_t read_ms;		/* CLOCK_MONOTONIC, when it was */
+	bool started;			/* table and events were set up */
 	struct ksym_events *events;	/* NULL: nothing reports loads */
 	bool lost;			/* reports were lost since table was read */
 	struct loaded_code *loaded;	/* sorted by addr, not overlapping */
@@ -100,14 +101,21 @@ int kernel_syms_new(struct kernel_syms **out)
 	if (!ks)
 		return -ENOMEM;
 	pthread_mutex_init(&ks->lock, NULL);
+	*out = ks;
+	return 0;
+}
+
+/* Under ks->lock, at the first name asked: not at kernel_syms_new, because the daemon forks
+ * after it, and the kernel does not copy perf ring mappings (VM_DONTCOPY) into a child. */
+static void start(struct kernel_syms *ks)
+{
+	ks->started = true;
 	/* Reports first: code loaded while kallsyms is read is then reported too. */
 	if (ksym_events_open(&ks->events))
 		ks->events = NULL;
 	if (kallsyms_load("/proc/kallsyms", &ks->table))
 		ks->table = NULL;
 	ks->read_ms = mono_ms();
-	*out = ks;
-	return 0;
 }
 
 void kernel_syms_free(struct kernel_syms *ks)
@@ -157,6 +165,8 @@ int kernel_syms_name(struct kernel_syms *ks, uint64_t addr, char *buf, size_t le
 	int err;
 
 	pthread_mutex_lock(&ks->lock);
+	if (!ks->started)
+		start(ks);
 	if (ks->events && ksym_events_read(ks->events, on_record, ks))
 		ks->lost = true;
 	/* A lost report may be an unload whose address a newer program took: nothing reported

@@ -16,7 +16,8 @@
 
 struct kernel_syms;
 
-/* Reads kallsyms now. Without it (unreadable, or addresses hidden) every name is -ENOENT.
+/* kallsyms is read, and the reports of loads opened, at the first name asked, in the process
+ * that asks. Without kallsyms (unreadable, or addresses hidden) every name is -ENOENT.
  * 0 or -ENOMEM. */
 int kernel_syms_new(struct kernel_syms **out);
 void kernel_syms_free(struct kernel_syms *ks);

@@ -1,12 +1,13 @@
-"""The daemon's life: the command line, recovery of a mount left stale by SIGKILL, and a
-clean SIGINT shutdown (SIGTERM is proven by every module's daemon fixture)."""
+"""The daemon's life: the command line, the README's demo (a daemon that forks into the
+background), recovery of a mount left stale by SIGKILL, and a clean SIGINT shutdown (SIGTERM
+is proven by every module's daemon fixture)."""
 import errno
 import os
 import signal
 import subprocess
 
-from helpers import (APERTURE, Daemon, bpf_ids, bpf_object, errno_of, mounted, wait_for,
-                     write)
+from helpers import (APERTURE, BUILD, REPO, Daemon, bpf_ids, bpf_object, errno_of, mounted,
+                     wait_for, write)
 
 
 def test_help_and_version():
@@ -15,6 +16,33 @@ def test_help_and_version():
     version = subprocess.run([APERTURE, "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("aperture")
     assert subprocess.run([APERTURE, "bogus"], capture_output=True).returncode == 2
+
+
+def test_the_readmes_demo_runs_a_daemon_in_the_background(scratch):
+    """deploy/demo.sh mounts without --foreground: the daemon forks after it is set up, and
+    what it mapped before (perf rings are not copied into a child) must not be used after.
+    The demo's program spends 70 % of its time in main -> a -> b and 30 % in main -> c; its
+    kernel frames (system calls, the timer) are named in the forked daemon."""
+    mnt = scratch / "demo-mnt"
+    env = dict(os.environ, APERTURE=str(APERTURE), DEMO=str(BUILD / "tests/workloads/cpu_split"))
+    try:
+        demo = subprocess.run([str(REPO / "deploy/demo.sh"), str(mnt)], capture_output=True,
+                              text=True, timeout=60, env=env)
+        assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+        folded = demo.stdout.split("cpu.folded (flamegraph.pl reads it as is):\n", 1)[1]
+        counts = {}
+        for line in folded.split("\n\n", 1)[0].splitlines():
+            stack, n = line.rsplit(" ", 1)
+            counts[stack.split(";", 1)[1]] = counts.get(stack.split(";", 1)[1], 0) + int(n)
+        ab = sum(n for s, n in counts.items() if "main;a;b;" in s)
+        c = sum(n for s, n in counts.items() if "main;c;" in s)
+        assert ab + c > 100 and 0.6 < ab / (ab + c) < 0.8, counts
+        assert "samples:" in demo.stdout
+        # The daemon lived through it and still serves the tree.
+        assert errno_of(os.stat, mnt / "status") == 0
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+        wait_for(lambda: not mounted(mnt), 10, "the demo's daemon to unmount")
 
 
 def test_sigkill_leaves_a_stale_mount_that_a_restart_recovers(scratch, workloads):
