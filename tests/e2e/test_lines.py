@@ -2,14 +2,19 @@
 hot() from a known line and hot() spins in a known loop; outer() spins in an always_inline
 function. The node's cpu.pprof has a location per (function, line): the callers' lines are
 their call instructions', the leaves' lines are inside their loops, each Function still says
-where it is defined; cpu.folded has each frame sequence once, as before."""
+where it is defined; cpu.folded has each frame sequence once, as before. Through sync, the
+aggregator's pprof has the same locations and counts."""
 import gzip
 import importlib.util
+import sqlite3
 import subprocess
+import time
 
 import pytest
 
-from helpers import REPO, read
+from clickhouse import ClickHouse
+from fleet import Aggregator, batch, folded, syncing_node
+from helpers import REPO, read, wait_for
 
 HZ = 499
 
@@ -155,3 +160,95 @@ def test_pprof_has_the_line_running_at_every_level(daemon, workloads, lines_prog
     assert len(stacks) == len(set(stacks))
     assert sum(int(text.rsplit(" ", 1)[1]) for text in folded) == sum(n for n, _ in samples)
     assert len(samples) > len(stacks), "lines tell the samples of one stack apart"
+
+
+def pprof_samples(samples):
+    """{frames, leaf first, with lines and start lines: count} of decoded samples."""
+    out = {}
+    for count, frames in samples:
+        out[tuple(frames)] = out.get(tuple(frames), 0) + count
+    return out
+
+
+@pytest.fixture(scope="module", params=["sqlite"])
+def store(request, scratch):
+    """A store URL maker for the aggregator: a SQLite file, or a database of a ClickHouse
+    server started for the module."""
+    server = ClickHouse(scratch / "clickhouse").start() if request.param == "clickhouse" else None
+    yield (lambda d: server.url(d.name)) if server else (lambda d: f"sqlite:{d}/agg.db")
+    if server:
+        server.remove()
+
+
+def test_the_aggregator_shows_the_nodes_lines(store, scratch, workloads, lines_prog,
+                                              profile_pb2):
+    """Through sync to an aggregator: its pprof of the target has the node's locations,
+    lines and counts."""
+    work = scratch / f"sync{len(list(scratch.glob('sync*')))}"
+    work.mkdir()
+    agg = Aggregator(work, tokens="tok-lines-node node lines1\ntok-lines-read read *\n",
+                     store=store(work))
+    agg.start()
+    try:
+        with syncing_node(agg, work, "lines1", "tok-lines-node") as node:
+            node.set_frequency(HZ)
+            pid = workloads.start(lines_prog, 30).pid
+            node.profile(pid, 600)
+            mine = decode(profile_pb2, (node.target(pid) / "cpu.pprof").read_bytes())
+            total = sum(n for n, _ in mine)
+            path = f"/nodes/lines1/targets/{pid}"
+
+            def shipped():
+                status, body = agg.get(path + "/cpu.folded", "tok-lines-read")
+                return status == 200 and sum(folded(body).values()) == total
+            wait_for(shipped, 20, "every sample at the aggregator")
+            status, body = agg.get(path + "/cpu.pprof", "tok-lines-read")
+            assert status == 200
+            theirs = decode(profile_pb2, body)
+            assert pprof_samples(theirs) == pprof_samples(mine)
+            check_lines(theirs)
+    finally:
+        agg.stop()
+
+
+def with_lines(b, lines):
+    """b with lines on each of its stacks."""
+    for st in b.stacks:
+        st.lines.extend(lines)
+    return b
+
+
+def test_sqlite_store_of_version_1_upgraded(scratch, profile_pb2):
+    """A store made before stacks had lines (user_version 0, no stacks.lines): the
+    aggregator adds the column, says version 2, reads what was stored, and keeps the lines of
+    what comes next; a batch whose lines are not one per frame is refused, nothing stored."""
+    d = scratch / "upgrade"
+    d.mkdir()
+    tokens = "tok-up node n1\ntok-up-read read *\n"
+    a = Aggregator(d, tokens=tokens).start()
+    stack = ("app", "main", "work")
+    now = int(time.time())
+    try:
+        assert a.post(batch("n1", "boot-u", 1, [dict(pid=4, profiles={"cpu": {now - 30: {
+            stack: 6}}})]), "tok-up")[0] == 200
+        a.stop()
+        with sqlite3.connect(a.db) as db:
+            db.execute("ALTER TABLE stacks DROP COLUMN lines")
+            db.execute("PRAGMA user_version = 0")
+        a.start()
+        with sqlite3.connect(a.db) as db:
+            assert db.execute("PRAGMA user_version").fetchone() == (2,)
+            assert "lines" in [c[1] for c in db.execute("PRAGMA table_info(stacks)")]
+        path = "/nodes/n1/targets/4"
+        assert folded(a.get(path + "/cpu.folded", "tok-up-read")[1]) == {"app;main;work": 6}
+        assert a.post(with_lines(batch("n1", "boot-u", 2, [dict(pid=4, profiles={"cpu": {
+            now - 20: {stack: 4}}})]), [0, 12, 34]), "tok-up")[0] == 200
+        status, body = a.post(with_lines(batch("n1", "boot-u", 3, [dict(pid=4, profiles={
+            "cpu": {now - 10: {stack: 9}}})]), [12, 34]), "tok-up")
+        assert status == 400 and b"2 lines for 3 frames" in body, body
+        assert folded(a.get(path + "/cpu.folded", "tok-up-read")[1]) == {"app;main;work": 10}
+        got = pprof_samples(decode(profile_pb2, a.get(path + "/cpu.pprof", "tok-up-read")[1]))
+        assert got == {(("work", 34, 0), ("main", 12, 0)): 4,
+                       (("work", 0, 0), ("main", 0, 0)): 6}, got
+    finally:
+        a.stop()
