@@ -170,7 +170,7 @@ def pprof_samples(samples):
     return out
 
 
-@pytest.fixture(scope="module", params=["sqlite"])
+@pytest.fixture(scope="module", params=["sqlite", "clickhouse"])
 def store(request, scratch):
     """A store URL maker for the aggregator: a SQLite file, or a database of a ClickHouse
     server started for the module."""
