@@ -697,12 +697,40 @@ static void test_line_variants(void **state)
 	profile_unref(p);
 }
 
+/* Past the budget a new line variant is counted in its stack with unknown lines: the stack's
+ * count and the total stay exact, known variants go on counting. */
+static void test_line_variants_past_the_budget(void **state)
+{
+	struct profile *p = profile_new("samples");
+	uint32_t work[2], l1[2] = { 0, 7 }, l2[2] = { 0, 8 };
+	struct profile_snapshot *s;
+	int64_t t = now_sec();
+
+	work[0] = frame(p, "thread");
+	work[1] = frame(p, "work");
+	assert_int_equal(profile_add_lines(p, t, work, l1, 2, 1), 0);
+	profile_set_budget(1);
+	assert_int_equal(profile_add_lines(p, t, work, l2, 2, 2), 0);
+	assert_int_equal(profile_add_lines(p, t, work, l1, 2, 3), 0);
+	profile_set_budget(SIZE_MAX);
+	s = snap(p, 0);
+	assert_int_equal(s->total, 6);
+	assert_int_equal(count_of(s, work, 2), 6);
+	assert_int_equal(s->nlined, 2);
+	assert_int_equal(lined_count_of(s, work, l1, 2), 4);
+	assert_int_equal(lined_count_of(s, work, NULL, 2), 2);
+	assert_int_equal(lined_count_of(s, work, l2, 2), 0);
+	profile_snapshot_free(s);
+	profile_unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_interning),
 		cmocka_unit_test(test_frame_info),
 		cmocka_unit_test(test_line_variants),
+		cmocka_unit_test(test_line_variants_past_the_budget),
 		cmocka_unit_test(test_totals),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_window_since_clamped),
