@@ -14,6 +14,22 @@ uint64_t agg_fnv1a(uint64_t h, const void *data, size_t len)
 	return h;
 }
 
+bool agg_has_lines(const Aperture__Sync__V1__Stack *st)
+{
+	for (size_t j = 0; j < st->n_lines; j++)
+		if (st->lines[j])
+			return true;
+	return false;
+}
+
+uint64_t agg_lines_hash(uint64_t h, const Aperture__Sync__V1__Stack *st)
+{
+	if (!agg_has_lines(st))
+		return h;
+	h = agg_fnv1a(h, "lines", 6);
+	return agg_fnv1a(h, st->lines, st->n_lines * sizeof(*st->lines));
+}
+
 void agg_service_of(const Aperture__Sync__V1__Target *t, char *out, size_t size)
 {
 	const char *name = t->comm[0] ? t->comm : "unknown";

@@ -3,6 +3,7 @@
 #ifndef APERTURE_AGGREGATE_BATCH_NAMES_H
 #define APERTURE_AGGREGATE_BATCH_NAMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "fs/tree.h"
@@ -11,6 +12,11 @@
 #define AGG_FNV_BASIS 0xcbf29ce484222325ULL
 
 uint64_t agg_fnv1a(uint64_t h, const void *data, size_t len);
+/* A stack's hash h (of its frames) continued with its lines, if it has a line that is not 0:
+ * a stack without lines keeps the key it had before stacks had lines. */
+uint64_t agg_lines_hash(uint64_t h, const Aperture__Sync__V1__Stack *st);
+/* Whether a stack of a batch has lines (one per frame, some not 0). */
+bool agg_has_lines(const Aperture__Sync__V1__Stack *st);
 /* A target's service, as a directory name: its service label, else its comm; '/' and
  * control characters become '_', "." and ".." get a leading '_'. */
 void agg_service_of(const Aperture__Sync__V1__Target *t, char *out, size_t size);

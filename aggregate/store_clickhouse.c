@@ -33,7 +33,7 @@
 #include "aggregate/store_clickhouse_http.h"
 #include "aggregate/store_clickhouse_rollup.h"
 
-#define SCHEMA_VERSION 2     /* 2: the rollups, bucket_marks and its view */
+#define SCHEMA_VERSION 3     /* 2: the rollups, bucket_marks and its view; 3: stacks.at_lines */
 #define GROUP_MAX 64
 #define SYS_SET_MARK 255      /* a sys row that only says "a set was sent" (it may be empty) */
 #define DAY 86400
@@ -54,8 +54,11 @@ static const struct ch_table {
 	  "MergeTree ORDER BY (node, boot_id)" },
 	{ "duplicates", "node String, at UInt32",
 	  "MergeTree PARTITION BY intDiv(at, 86400) ORDER BY node" },
+	/* lines: where each frame's function is defined; at_lines: the line running in each
+	 * frame, empty when none is known. */
 	{ "stacks", "seen UInt32, hash UInt64, names Array(String), files Array(String),"
-	  " lines Array(UInt32), modules Array(String), build_ids Array(String)",
+	  " lines Array(UInt32), modules Array(String), build_ids Array(String),"
+	  " at_lines Array(UInt32)",
 	  "ReplacingMergeTree PARTITION BY intDiv(seen, 86400) ORDER BY hash" },
 	{ "samples", "sec UInt32, service String, type UInt8, node String, target UInt64,"
 	  " stack UInt64, count UInt64, attempt UInt64",
@@ -445,7 +448,7 @@ static int put_batch(struct ch_store *s, struct group_rows *g, const WireBatch *
 		const Aperture__Sync__V1__Stack *st = b->stacks[i];
 		struct seen *e;
 
-		hashes[i] = stack_hash(b, st);
+		hashes[i] = agg_lines_hash(stack_hash(b, st), st);
 		pthread_mutex_lock(&s->lock);
 		e = seen_find(s->stacks, hashes[i]);
 		e = e && e->day == day ? e : NULL;
@@ -470,6 +473,9 @@ static int put_batch(struct ch_store *s, struct group_rows *g, const WireBatch *
 		chb_varint(&g->stacks, st->n_frames);
 		for (size_t j = 0; j < st->n_frames; j++)
 			chb_str(&g->stacks, str_at(b, b->frames[st->frames[j]]->build_id));
+		chb_varint(&g->stacks, agg_has_lines(st) ? st->n_lines : 0);
+		for (size_t j = 0; agg_has_lines(st) && j < st->n_lines; j++)
+			chb_u32(&g->stacks, st->lines[j]);
 	}
 	*samples = 0;
 	for (size_t i = 0; i < b->n_targets; i++) {
@@ -717,7 +723,8 @@ static void merge_cache(struct seen **into, size_t *n, struct seen **from)
 static int insert_all(struct ch_store *s, struct group_rows *g)
 {
 	const struct { const char *table, *columns; const struct chbuf *rows; } ins[] = {
-		{ "stacks", "seen, hash, names, files, lines, modules, build_ids", &g->stacks },
+		{ "stacks", "seen, hash, names, files, lines, modules, build_ids, at_lines",
+		  &g->stacks },
 		{ "targets", "node, pid, start_time, kernel_boot_id, target, service, comm, exe,"
 		  " cgroup, runtime, labels, state, has_jvm, period_ns, ver, last_seen",
 		  &g->targets },
@@ -1011,14 +1018,14 @@ static int add_stacks(struct ch_store *s, struct profile *p, struct sum *sums, u
 	struct chbuf sql = {0};
 	struct ch_rows r;
 	struct sum *e, *tmp;
-	uint32_t *ids = NULL;
+	uint32_t *ids = NULL; /* room for the frames, then their lines */
 	size_t cap = 0;
 	int err = 0;
 
 	if (!sums)
 		return 0;
 	chb_printf(&sql, "SELECT hash, any(names), any(files), any(lines), any(modules),"
-		   " any(build_ids) FROM stacks WHERE hash IN (");
+		   " any(build_ids), any(at_lines) FROM stacks WHERE hash IN (");
 	HASH_ITER(hh, sums, e, tmp)
 		chb_printf(&sql, "%s%" PRIu64, e == sums ? "" : ",", e->hash);
 	chb_printf(&sql, ") GROUP BY hash");
@@ -1031,22 +1038,23 @@ static int add_stacks(struct ch_store *s, struct profile *p, struct sum *sums, u
 		uint64_t hash = jnum(row, 0);
 		const cJSON *names = cJSON_GetArrayItem(row, 1), *files = cJSON_GetArrayItem(row, 2),
 			    *lines = cJSON_GetArrayItem(row, 3), *mods = cJSON_GetArrayItem(row, 4),
-			    *bids = cJSON_GetArrayItem(row, 5);
+			    *bids = cJSON_GetArrayItem(row, 5), *at = cJSON_GetArrayItem(row, 6);
 		int depth = cJSON_GetArraySize(names);
+		bool has_lines = cJSON_GetArraySize(at) == depth;
 
 		HASH_FIND(hh, sums, &hash, sizeof(hash), e);
 		if (!e || e->found || !depth)
 			continue;
 		e->found = true;
-		if ((size_t)depth > cap) {
-			uint32_t *bigger = realloc(ids, depth * sizeof(*ids));
+		if (2 * (size_t)depth > cap) {
+			uint32_t *bigger = realloc(ids, 2 * depth * sizeof(*ids));
 
 			if (!bigger) {
 				err = -ENOMEM;
 				break;
 			}
 			ids = bigger;
-			cap = depth;
+			cap = 2 * depth;
 		}
 		for (int k = 0; !err && k < depth; k++) {
 			struct frame_info info = {
@@ -1054,9 +1062,10 @@ static int add_stacks(struct ch_store *s, struct profile *p, struct sum *sums, u
 				.module = jstr(mods, k), .build_id = jstr(bids, k) };
 
 			err = profile_frame_id_info(p, jstr(names, k), &info, &ids[k]);
+			ids[depth + k] = has_lines ? jnum(at, k) : 0;
 		}
 		if (!err)
-			err = profile_add(p, 0, ids, depth, e->n);
+			err = profile_add_lines(p, 0, ids, ids + depth, depth, e->n);
 	}
 	HASH_ITER(hh, sums, e, tmp)
 		if (!e->found)
@@ -1541,6 +1550,29 @@ static int parse_url(struct ch_store *s, const char *url, char *why, size_t why_
 	return 0;
 }
 
+/* stacks.at_lines, unless the table has it: made by this schema, or by another aggregator's
+ * upgrade of a shared database. */
+static int add_at_lines(struct ch_store *s, char *err_text, size_t err_size)
+{
+	struct chbuf sql = {0};
+	struct ch_rows r;
+	int err;
+
+	chb_printf(&sql, "SELECT count() FROM system.columns WHERE database = '%s' AND"
+		   " table = 'stacks' AND name = 'at_lines'", s->srv.db);
+	err = ch_select(s, &sql, &r);
+	chb_free(&sql);
+	if (err) {
+		snprintf(err_text, err_size, "%s: cannot read system.columns", s->srv.db);
+		return err;
+	}
+	if (!jnum(cJSON_GetArrayItem(r.data, 0), 0))
+		err = ch_exec(s, "ALTER TABLE stacks ADD COLUMN at_lines Array(UInt32)", err_text,
+			      err_size);
+	rows_free(&r);
+	return err;
+}
+
 /* The server must be 18.16 or newer; the database's schema this aggregator's or older (then
  * upgraded), every table with the columns this code writes. */
 static int open_schema(struct ch_store *s, char *why, size_t why_size)
@@ -1600,6 +1632,9 @@ static int open_schema(struct ch_store *s, char *why, size_t why_size)
 	if (jnum(cJSON_GetArrayItem(r.data, 0), 0) == 1)
 		err = ch_exec(s, "INSERT INTO bucket_marks " CH_BUCKETS_SELECT, err_text,
 			      sizeof(err_text));
+	/* 2 -> 3: stacks.at_lines, empty (no line known) in the stacks already there. */
+	if (!err && jnum(cJSON_GetArrayItem(r.data, 0), 0) < 3)
+		err = add_at_lines(s, err_text, sizeof(err_text));
 	if (!err && jnum(cJSON_GetArrayItem(r.data, 0), 0) < SCHEMA_VERSION) {
 		chb_printf(&sql, "INSERT INTO schema_version VALUES (%d, %lld)", SCHEMA_VERSION,
 			   (long long)time(NULL));

@@ -3,9 +3,13 @@
  * opening and closing, and retention; batches go in through store_sqlite_apply.c, the tree
  * reads through store_sqlite_read.c.
  *
- * Stacks are stored once, by a stable 64-bit hash (FNV-1a) of their frame names; frames once
- * by name, with the first frame info given for it, as store/profile.c does. Samples are keyed
- * (target incarnation, profile type, second, stack) and summed on conflict. */
+ * Stacks are stored once, by a stable 64-bit hash (FNV-1a) of their frame names and, if they
+ * have them, the lines running in their frames; frames once by name, with the first frame
+ * info given for it, as store/profile.c does. Samples are keyed (target incarnation, profile
+ * type, second, stack) and summed on conflict.
+ *
+ * The schema's version is PRAGMA user_version: 0 a store made before versions (1), 2 with
+ * stacks.lines. A store of a newer version is refused; an older one is upgraded at open. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +38,8 @@ static const char schema[] =
 	"CREATE INDEX IF NOT EXISTS targets_service ON targets(service_id);"
 	"CREATE TABLE IF NOT EXISTS frames(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
 	" file TEXT, line INTEGER, module TEXT, build_id TEXT);"
-	"CREATE TABLE IF NOT EXISTS stacks(hash INTEGER PRIMARY KEY, frames BLOB NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS stacks(hash INTEGER PRIMARY KEY, frames BLOB NOT NULL,"
+	" lines BLOB);"
 	"CREATE TABLE IF NOT EXISTS samples(target_id INTEGER, type INTEGER, sec INTEGER,"
 	" stack INTEGER, count INTEGER, PRIMARY KEY(target_id, type, sec, stack)) WITHOUT ROWID;"
 	/* The same counts by minute: a range's whole minutes are read from here, 60 times fewer
@@ -273,6 +278,50 @@ static int open_db(const char *path, int flags, sqlite3 **db, char *why, size_t 
 	return 0;
 }
 
+#define SCHEMA_VERSION 2
+
+/* Brings a store made by an older aggregator to SCHEMA_VERSION, after the schema's CREATE
+ * IF NOT EXISTS made what was missing. Version 1 (user_version 0) lacks stacks.lines: its
+ * stacks have no lines, NULL. */
+static int upgrade(struct sqlite_store *s, const char *path, char *why, size_t why_size)
+{
+	sqlite3_stmt *st;
+	int64_t version = 0;
+	char set_version[48];
+	bool has_lines;
+	int err;
+
+	err = sqlite3_prepare_v2(s->w, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK ?
+	      sql_step(st, &version) : -EIO;
+	sqlite3_finalize(st);
+	if (err)
+		goto fail;
+	if (version > SCHEMA_VERSION) {
+		snprintf(why, why_size, "%s: schema version %lld is newer than this aggregator's"
+			 " (%d)", path, (long long)version, SCHEMA_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (version == SCHEMA_VERSION)
+		return 0;
+	/* A store of version 1 made by this schema just now already has the column. */
+	snprintf(set_version, sizeof(set_version), "PRAGMA user_version = %d", SCHEMA_VERSION);
+	has_lines = sqlite3_prepare_v2(s->w, "SELECT lines FROM stacks", -1, &st, NULL) ==
+		    SQLITE_OK;
+	sqlite3_finalize(st);
+	err = exec(s->w, "BEGIN IMMEDIATE");
+	if (!err && !has_lines)
+		err = exec(s->w, "ALTER TABLE stacks ADD COLUMN lines BLOB");
+	if (!err)
+		err = exec(s->w, set_version);
+	err = err ? err : exec(s->w, "COMMIT");
+	if (!err)
+		return 0;
+	exec(s->w, "ROLLBACK");
+fail:
+	snprintf(why, why_size, "%s: upgrading the schema: %s", path, sqlite3_errmsg(s->w));
+	return -EIO;
+}
+
 static int sqlite_open(const char *path, struct agg_store **out, char *why, size_t why_size)
 {
 	struct sqlite_store *s = calloc(1, sizeof(*s));
@@ -291,6 +340,8 @@ static int sqlite_open(const char *path, struct agg_store **out, char *why, size
 		snprintf(why, why_size, "%s: %s", path, sqlite3_errmsg(s->w));
 		err = -EIO;
 	}
+	if (!err)
+		err = upgrade(s, path, why, why_size);
 	if (!err)
 		err = open_db(path, SQLITE_OPEN_READONLY, &s->r, why, why_size);
 	for (int i = 0; !err && i < Q_NR; i++)

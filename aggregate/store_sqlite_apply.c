@@ -47,7 +47,7 @@ const char *const sqlite_apply_sql[Q_NR] = {
 	[Q_FRAME_ADD] = "INSERT OR IGNORE INTO frames(name, file, line, module, build_id)"
 			" VALUES(?1, ?2, ?3, ?4, ?5)",
 	[Q_FRAME_ID] = "SELECT id FROM frames WHERE name = ?1",
-	[Q_STACK_ADD] = "INSERT OR IGNORE INTO stacks VALUES(?1, ?2)",
+	[Q_STACK_ADD] = "INSERT OR IGNORE INTO stacks(hash, frames, lines) VALUES(?1, ?2, ?3)",
 	[Q_SAMPLE_ADD] = "INSERT INTO samples VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE"
 			 " SET count = count + excluded.count",
 	[Q_SAMPLE_MIN_ADD] = "INSERT INTO samples_min VALUES(?1, ?2, ?3 - ?3 % 60, ?4, ?5) ON"
@@ -130,7 +130,8 @@ void sqlite_frame_cache_clear(struct sqlite_store *s)
 	s->nframes = 0;
 }
 
-/* Stores each stack of b once and fills hashes[i] with stack i's key. */
+/* Stores each stack of b once, with its lines if it has some, and fills hashes[i] with stack
+ * i's key. */
 static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashes)
 {
 	int64_t *frame_ids = calloc(b->n_frames ? b->n_frames : 1, sizeof(*frame_ids));
@@ -162,10 +163,13 @@ static int put_stacks(struct sqlite_store *s, const WireBatch *b, int64_t *hashe
 			h = agg_fnv1a(h, name, strlen(name) + 1);
 			blob[j] = frame_ids[st->frames[j]];
 		}
-		hashes[i] = (int64_t)h;
+		hashes[i] = (int64_t)agg_lines_hash(h, st);
 		sqlite3_bind_int64(s->q[Q_STACK_ADD], 1, hashes[i]);
 		sqlite3_bind_blob(s->q[Q_STACK_ADD], 2, blob, st->n_frames * sizeof(*blob),
 				  SQLITE_STATIC);
+		if (agg_has_lines(st))
+			sqlite3_bind_blob(s->q[Q_STACK_ADD], 3, st->lines,
+					  st->n_lines * sizeof(*st->lines), SQLITE_STATIC);
 		err = sql_step(s->q[Q_STACK_ADD], NULL);
 	}
 	free(blob);

@@ -223,22 +223,25 @@ static int sum_by_stack(sqlite3_stmt *st, struct stack_sum **sums)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-/* Adds a stack of the db (its frames blob) with count n to p. */
+/* Adds the stack of the db in sq's row (its frames blob, its lines blob or NULL) with count
+ * n to p. frames: room for the frames, then their lines. */
 static int add_stack(struct sqlite_store *s, sqlite3_stmt *fq, struct profile *p,
-		     struct frame_map **map, const void *blob, size_t depth, uint64_t n,
-		     uint32_t **frames, size_t *cap)
+		     struct frame_map **map, sqlite3_stmt *sq, uint64_t n, uint32_t **frames,
+		     size_t *cap)
 {
+	const void *blob = sqlite3_column_blob(sq, 0), *lines = sqlite3_column_blob(sq, 1);
+	size_t depth = sqlite3_column_bytes(sq, 0) / sizeof(uint32_t);
 	int err = 0;
 
 	if (!depth)
 		return 0;
-	if (depth > *cap) {
-		uint32_t *bigger = realloc(*frames, depth * sizeof(**frames));
+	if (2 * depth > *cap) {
+		uint32_t *bigger = realloc(*frames, 2 * depth * sizeof(**frames));
 
 		if (!bigger)
 			return -ENOMEM;
 		*frames = bigger;
-		*cap = depth;
+		*cap = 2 * depth;
 	}
 	for (size_t i = 0; !err && i < depth; i++) {
 		uint32_t db_id;
@@ -246,7 +249,13 @@ static int add_stack(struct sqlite_store *s, sqlite3_stmt *fq, struct profile *p
 		memcpy(&db_id, (const char *)blob + i * sizeof(db_id), sizeof(db_id));
 		err = frame_of(s, fq, p, map, db_id, &(*frames)[i]);
 	}
-	return err ? err : profile_add(p, 0, *frames, depth, n);
+	/* Lines that are not one per frame (no writer makes them) count as unknown. */
+	if (lines && (size_t)sqlite3_column_bytes(sq, 1) == depth * sizeof(uint32_t))
+		memcpy(*frames + depth, lines, depth * sizeof(uint32_t));
+	else
+		lines = NULL;
+	return err ? err : profile_add_lines(p, 0, *frames, lines ? *frames + depth : NULL,
+					     depth, n);
 }
 
 int sqlite_profile(struct agg_store *as, const struct agg_query *q,
@@ -288,7 +297,7 @@ int sqlite_profile(struct agg_store *as, const struct agg_query *q,
 		err = prepare(s, "SELECT name, file, line, module, build_id FROM frames"
 				 " WHERE id = ?1", &fq);
 	if (!err)
-		err = prepare(s, "SELECT frames FROM stacks WHERE hash = ?1", &sq);
+		err = prepare(s, "SELECT frames, lines FROM stacks WHERE hash = ?1", &sq);
 	if (!err) {
 		sql_bind_text(st, 1, q->service ? q->service : q->node);
 		sqlite3_bind_int(st, 2, q->pid);
@@ -308,9 +317,7 @@ int sqlite_profile(struct agg_store *as, const struct agg_query *q,
 		if (!err) {
 			sqlite3_bind_int64(sq, 1, e->hash);
 			if (sqlite3_step(sq) == SQLITE_ROW)
-				err = add_stack(s, fq, p, &map, sqlite3_column_blob(sq, 0),
-						sqlite3_column_bytes(sq, 0) / sizeof(uint32_t),
-						e->n, &frames, &cap);
+				err = add_stack(s, fq, p, &map, sq, e->n, &frames, &cap);
 			else
 				err = -EIO;
 			sqlite3_reset(sq);

@@ -29,7 +29,7 @@ struct cpu_auto_held {
 
 static struct cpu_named_stack *named_copy(const struct cpu_named_stack *n)
 {
-	size_t size = sizeof(*n) + n->depth * sizeof(n->ids[0]);
+	size_t size = sizeof(*n) + 2 * n->depth * sizeof(n->ids[0]);
 	struct cpu_named_stack *copy = malloc(size);
 
 	if (copy)

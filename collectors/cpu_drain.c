@@ -105,9 +105,10 @@ static void name_user_frame(struct cpu_collector *c, struct cpu_target_state *t,
 	}
 }
 
-/* Interns the frames of one user address into ids, with where each function is. */
+/* Interns the frames of one user address into ids, with where each function is and the
+ * line running in it. */
 static int intern_user_frames(struct cpu_target_state *t, const struct sym_frames *fr,
-			      uint32_t *ids)
+			      uint32_t *ids, uint32_t *lines)
 {
 	for (int k = 0; k < fr->n; k++) {
 		struct frame_info info = {
@@ -119,6 +120,7 @@ static int intern_user_frames(struct cpu_target_state *t, const struct sym_frame
 
 		if (profile_frame_id_info(t->profile, fr->f[k].name, &info, &ids[k]))
 			return -ENOMEM;
+		lines[k] = fr->f[k].at_line;
 	}
 	return 0;
 }
@@ -161,7 +163,8 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 					  const struct cpu_named_key *key, const uint64_t *pcs,
 					  uint32_t depth, bool truncated)
 {
-	uint32_t ids[CPU_STACK_FRAMES_MAX], j = 0, user_frames = 0, named_frames = 0;
+	uint32_t ids[CPU_STACK_FRAMES_MAX], lines[CPU_STACK_FRAMES_MAX];
+	uint32_t j = 0, user_frames = 0, named_frames = 0;
 	uint32_t unmapped_frames = 0, jit_end = 0;
 	struct cpu_gen_syms *slot = NULL;
 	struct proc_syms *syms = NULL;
@@ -171,19 +174,23 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 	struct sym_frames fr;
 
 	/* The walk stopped before the outermost frame: say so at the root. */
-	if (truncated && profile_frame_id(t->profile, "[truncated]", &ids[j++]))
-		return NULL;
+	if (truncated) {
+		lines[j] = 0;
+		if (profile_frame_id(t->profile, "[truncated]", &ids[j++]))
+			return NULL;
+	}
 	if (!kernel)
 		syms = cpu_gen_syms(c, t, key->gen, &slot);
 	for (uint32_t i = depth; i-- > 0;) {
 		if (kernel) {
 			name_kernel_frame(c, pcs[i], name);
+			lines[j] = 0;
 			if (profile_frame_id(t->profile, name, &ids[j++]))
 				return NULL;
 			continue;
 		}
 		name_user_frame(c, t, syms, slot, pcs[i], i > 0, &fr);
-		if (intern_user_frames(t, &fr, &ids[j]))
+		if (intern_user_frames(t, &fr, &ids[j], &lines[j]))
 			return NULL;
 		j += fr.n;
 		/* JIT code, the interpreter and stubs: Java frames can stand in for these. */
@@ -193,7 +200,7 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 		named_frames += is_named(fr.f[0].name);
 		unmapped_frames += !strcmp(fr.f[0].name, "[unknown]");
 	}
-	n = malloc(sizeof(*n) + j * sizeof(n->ids[0]));
+	n = malloc(sizeof(*n) + 2 * j * sizeof(n->ids[0]));
 	if (!n)
 		return NULL;
 	memset(n, 0, sizeof(*n));
@@ -204,6 +211,7 @@ static struct cpu_named_stack *name_stack(struct cpu_collector *c, struct cpu_ta
 	n->unmapped_frames = unmapped_frames;
 	n->jit_end = jit_end;
 	memcpy(n->ids, ids, j * sizeof(ids[0]));
+	memcpy(n->ids + j, lines, j * sizeof(lines[0]));
 	HASH_ADD(hh, t->named, key, sizeof(n->key), n);
 	return n;
 }
@@ -261,11 +269,12 @@ static struct cpu_named_stack *named_stack(struct cpu_collector *c, struct cpu_t
 	return name_stack(c, t, &key, (const uint64_t *)raw->ips, depth, depth == CPU_MAX_DEPTH);
 }
 
-static int append(uint32_t *ids, uint32_t *n, const struct cpu_named_stack *s)
+static void append(uint32_t *ids, uint32_t *lines, uint32_t *n,
+		   const struct cpu_named_stack *s)
 {
 	memcpy(ids + *n, s->ids, s->depth * sizeof(ids[0]));
+	memcpy(lines + *n, cpu_named_lines(s), s->depth * sizeof(lines[0]));
 	*n += s->depth;
-	return 0;
 }
 
 /* Adds count samples of (comm, user stack, kernel stack) to t's profile. */
@@ -273,23 +282,27 @@ int cpu_add_stacks(struct cpu_target_state *t, const char *raw_comm,
 		      const struct cpu_named_stack *user, bool user_err,
 		      const struct cpu_named_stack *kern, uint64_t count, int64_t now)
 {
-	uint32_t ids[2 * CPU_STACK_FRAMES_MAX + 2], n = 0;
+	uint32_t ids[2 * CPU_STACK_FRAMES_MAX + 2], lines[2 * CPU_STACK_FRAMES_MAX + 2];
+	uint32_t n = 0;
 	char comm[CPU_COMM_LEN + 1];
 
 	memcpy(comm, raw_comm, CPU_COMM_LEN);
 	comm[CPU_COMM_LEN] = '\0';
+	lines[n] = 0;
 	if (profile_frame_id(t->profile, comm[0] ? comm : "[unnamed]", &ids[n++]))
 		return -ENOMEM;
 	if (user) {
-		append(ids, &n, user);
+		append(ids, lines, &n, user);
 		t->frames_total += (uint64_t)user->user_frames * count;
 		t->frames_named += (uint64_t)user->named_frames * count;
-	} else if (user_err && profile_frame_id(t->profile, "[unknown]", &ids[n++])) {
-		return -ENOMEM;
+	} else if (user_err) {
+		lines[n] = 0;
+		if (profile_frame_id(t->profile, "[unknown]", &ids[n++]))
+			return -ENOMEM;
 	}
 	if (kern)
-		append(ids, &n, kern);
-	return profile_add(t->profile, now, ids, n, count);
+		append(ids, lines, &n, kern);
+	return profile_add_lines(t->profile, now, ids, lines, n, count);
 }
 
 static int add_count(struct cpu_collector *c, const struct cpu_key *key, uint64_t count,

@@ -48,8 +48,14 @@ struct cpu_named_stack {
 	uint32_t unmapped_frames;           /* [unknown]: named again after the maps are re-read */
 	uint32_t jit_end;  /* ids [0, jit_end) end at the leafmost frame in anonymous memory */
 	UT_hash_handle hh;
-	uint32_t ids[];
+	uint32_t ids[]; /* depth frame ids, then the depth source lines running in them */
 };
+
+/* The line running in each frame of n, 0 unknown. */
+static inline const uint32_t *cpu_named_lines(const struct cpu_named_stack *n)
+{
+	return n->ids + n->depth;
+}
 
 /* The outermost frames of a CFI stack that a whole frame-pointer walk did not find: a
  * thread's start-up in the C library. Few kinds per process (main thread, other threads). */

@@ -6,6 +6,11 @@
  * into them: under the lock it copies only the counts and the id -> name pointer array, and
  * it keeps the profile alive with a reference.
  *
+ * What is counted is a variant: a stack with the source lines running in its frames. The
+ * variants of a stack hang off it in a short list (a loop spans a few lines), each with the
+ * stack's depth of lines; buckets and totals are by variant, and a snapshot sums them by stack
+ * for the views that print names, and hands them out as they are for pprof.
+ *
  * Second s of the history lives in ring[s % PROFILE_HISTORY_S] while it is one of the last
  * FINE_S seconds. A slot is emptied when the newest second moves past it, so a non-empty slot
  * always holds a second of the window (newest - PROFILE_HISTORY_S, newest] and late data
@@ -53,18 +58,30 @@ struct frame {
 	char name[]; /* sanitized; the key */
 };
 
+/* A sequence of frames, what every view but pprof tells apart. */
 struct stack {
 	UT_hash_handle hh;
 	uint32_t id;
 	uint32_t depth;
-	/* Where this stack was last appended in a bucket: repeated adds within one second then
-	 * merge into one entry instead of growing the bucket. Checked before use, never trusted. */
-	uint32_t hint;
+	struct variant *variants; /* one per distinct lines, the latest first */
 	uint32_t frames[]; /* the key */
 };
 
-struct bucket_entry {
+/* A stack with the lines executing in its frames: what is counted. Few per stack (a loop
+ * spans a few lines), so a list off the stack rather than a hash of their own. */
+struct variant {
+	struct variant *next;
+	uint32_t id;
 	uint32_t stack;
+	/* Where this variant was last appended in a bucket: repeated adds within one second then
+	 * merge into one entry instead of growing the bucket. Checked before use, never trusted. */
+	uint32_t hint;
+	bool known;        /* some line is not 0 */
+	uint32_t lines[];  /* the stack's depth of them, root first; 0 unknown */
+};
+
+struct bucket_entry {
+	uint32_t variant;
 	uint64_t count;
 };
 
@@ -92,8 +109,10 @@ struct profile {
 
 	struct stack *stack_index;
 	struct stack **stacks; /* stack id -> stack */
-	uint64_t *totals;      /* stack id -> count since made or reset */
 	size_t nstacks, stacks_cap;
+	struct variant **variants; /* variant id -> variant */
+	uint64_t *totals;      /* variant id -> count since made or reset */
+	size_t nvariants, variants_cap;
 	size_t interned_bytes; /* of the frames and stacks themselves */
 	size_t bytes;          /* counted in store_bytes */
 	uint64_t other;        /* counts that went to [other stacks] */
@@ -192,6 +211,10 @@ static void profile_free(struct profile *p)
 	}
 	HASH_ITER(hh, p->stack_index, st, sttmp) {
 		HASH_DEL(p->stack_index, st);
+		for (struct variant *v = st->variants, *next; v; v = next) {
+			next = v->next;
+			free(v);
+		}
 		free(st);
 	}
 	for (i = 0; p->ring != empty_ring && i < PROFILE_HISTORY_S; i++)
@@ -203,6 +226,7 @@ static void profile_free(struct profile *p)
 	free(p->names);
 	free(p->infos);
 	free(p->stacks);
+	free(p->variants);
 	free(p->totals);
 	free(p->unit);
 	pthread_mutex_destroy(&p->lock);
@@ -403,17 +427,12 @@ static int stack_insert(struct profile *p, const uint32_t *frames, size_t depth,
 	if (p->nstacks == p->stacks_cap) {
 		size_t cap = next_cap(p->stacks_cap);
 		struct stack **stacks;
-		uint64_t *totals;
 
 		stacks = reallocarray(p->stacks, cap, sizeof(*stacks));
 		if (!stacks)
 			return -ENOMEM;
 		p->stacks = stacks;
-		totals = reallocarray(p->totals, cap, sizeof(*totals));
-		if (!totals)
-			return -ENOMEM;
-		p->totals = totals;
-		account(p, (cap - p->stacks_cap) * (sizeof(*stacks) + sizeof(*totals)));
+		account(p, (cap - p->stacks_cap) * sizeof(*stacks));
 		p->stacks_cap = cap;
 	}
 	st = malloc(sizeof(*st) + key_len);
@@ -421,16 +440,14 @@ static int stack_insert(struct profile *p, const uint32_t *frames, size_t depth,
 		return -ENOMEM;
 	st->id = p->nstacks;
 	st->depth = depth;
-	st->hint = UINT32_MAX;
+	st->variants = NULL;
 	memcpy(st->frames, frames, key_len);
 	HASH_ADD_KEYPTR(hh, p->stack_index, st->frames, key_len, st);
 	if (!st->hh.tbl) {
 		free(st);
 		return -ENOMEM;
 	}
-	p->stacks[p->nstacks] = st;
-	p->totals[p->nstacks] = 0;
-	p->nstacks++;
+	p->stacks[p->nstacks++] = st;
 	p->interned_bytes += sizeof(*st) + key_len;
 	/* and about a hash bucket's share */
 	account(p, sizeof(*st) + key_len + sizeof(UT_hash_bucket));
@@ -457,10 +474,10 @@ static void bucket_free(struct profile *p, struct bucket *b)
 	*b = (struct bucket){0};
 }
 
-static int bucket_add(struct profile *p, struct bucket *b, struct stack *st, uint64_t count)
+static int bucket_add(struct profile *p, struct bucket *b, struct variant *v, uint64_t count)
 {
-	if (st->hint < b->n && b->entries[st->hint].stack == st->id) {
-		b->entries[st->hint].count += count;
+	if (v->hint < b->n && b->entries[v->hint].variant == v->id) {
+		b->entries[v->hint].count += count;
 		return 0;
 	}
 	if (b->n == b->cap) {
@@ -477,8 +494,8 @@ static int bucket_add(struct profile *p, struct bucket *b, struct stack *st, uin
 		b->entries = entries;
 		b->cap = cap;
 	}
-	st->hint = b->n;
-	b->entries[b->n++] = (struct bucket_entry){ .stack = st->id, .count = count };
+	v->hint = b->n;
+	b->entries[b->n++] = (struct bucket_entry){ .variant = v->id, .count = count };
 	return 0;
 }
 
@@ -510,7 +527,7 @@ static void coarsen(struct profile *p, int64_t g)
 			continue;
 		}
 		for (uint32_t j = 0; j < b->n; j++)
-			bucket_add(p, dst, p->stacks[b->entries[j].stack], b->entries[j].count);
+			bucket_add(p, dst, p->variants[b->entries[j].variant], b->entries[j].count);
 		bucket_free(p, b);
 	}
 }
@@ -588,9 +605,98 @@ static int stack_for(struct profile *p, const uint32_t *frames, size_t depth,
 	return *out ? 0 : stack_insert(p, key, 2, out);
 }
 
+static bool lines_known(const uint32_t *lines, size_t depth)
+{
+	for (size_t i = 0; lines && i < depth; i++)
+		if (lines[i])
+			return true;
+	return false;
+}
+
+static int variant_insert(struct profile *p, struct stack *st, const uint32_t *lines,
+			  struct variant **out)
+{
+	size_t len = st->depth * sizeof(*lines);
+	struct variant *v;
+
+	if (p->nvariants == UINT32_MAX)
+		return -ENOMEM;
+	if (p->nvariants == p->variants_cap) {
+		size_t cap = next_cap(p->variants_cap);
+		struct variant **variants;
+		uint64_t *totals;
+
+		variants = reallocarray(p->variants, cap, sizeof(*variants));
+		if (!variants)
+			return -ENOMEM;
+		p->variants = variants;
+		totals = reallocarray(p->totals, cap, sizeof(*totals));
+		if (!totals)
+			return -ENOMEM;
+		p->totals = totals;
+		account(p, (cap - p->variants_cap) * (sizeof(*variants) + sizeof(*totals)));
+		p->variants_cap = cap;
+	}
+	v = malloc(sizeof(*v) + len);
+	if (!v)
+		return -ENOMEM;
+	v->id = p->nvariants;
+	v->stack = st->id;
+	v->hint = UINT32_MAX;
+	v->known = lines_known(lines, st->depth);
+	if (v->known)
+		memcpy(v->lines, lines, len);
+	else
+		memset(v->lines, 0, len);
+	v->next = st->variants;
+	st->variants = v;
+	p->variants[p->nvariants] = v;
+	p->totals[p->nvariants++] = 0;
+	p->interned_bytes += sizeof(*v) + len;
+	account(p, sizeof(*v) + len);
+	*out = v;
+	return 0;
+}
+
+static struct variant *variant_find(const struct stack *st, const uint32_t *lines)
+{
+	bool known = lines_known(lines, st->depth);
+
+	for (struct variant *v = st->variants; v; v = v->next)
+		if (v->known == known &&
+		    (!known || !memcmp(v->lines, lines, st->depth * sizeof(*lines))))
+			return v;
+	return NULL;
+}
+
+/* The variant of st to count lines in: past the budget or the cap, lines become unknown,
+ * so the stack keeps its count and only its lines are lost. */
+static int variant_for(struct profile *p, struct stack *st, const uint32_t *lines,
+		       struct variant **out)
+{
+	*out = variant_find(st, lines);
+	if (*out)
+		return 0;
+	if (lines_known(lines, st->depth) &&
+	    (p->nvariants >= PROFILE_MAX_VARIANTS || over_budget())) {
+		*out = variant_find(st, NULL);
+		if (*out)
+			return 0;
+		lines = NULL;
+	}
+	return variant_insert(p, st, lines, out);
+}
+
 int profile_add(struct profile *p, int64_t sec, const uint32_t *frames, size_t depth,
 		uint64_t count)
 {
+	return profile_add_lines(p, sec, frames, NULL, depth, count);
+}
+
+int profile_add_lines(struct profile *p, int64_t sec, const uint32_t *frames,
+		      const uint32_t *lines, size_t depth, uint64_t count)
+{
+	struct variant *v;
 	struct bucket *b;
 	struct stack *st;
 	bool other;
@@ -601,15 +707,17 @@ int profile_add(struct profile *p, int64_t sec, const uint32_t *frames, size_t d
 
 	pthread_mutex_lock(&p->lock);
 	err = stack_for(p, frames, depth, &st, &other);
+	if (!err)
+		err = variant_for(p, st, other ? NULL : lines, &v);
 	if (err || !count)
 		goto out;
 	b = bucket_of(p, sec);
 	if (b) {
-		err = bucket_add(p, b, st, count);
+		err = bucket_add(p, b, v, count);
 		if (err)
 			goto out;
 	}
-	p->totals[st->id] += count;
+	p->totals[v->id] += count;
 	p->total += count;
 	if (other)
 		p->other += count;
@@ -624,8 +732,8 @@ void profile_reset(struct profile *p)
 
 	pthread_mutex_lock(&p->lock);
 	/* A profile that never got a stack has no totals array (memset(NULL) is undefined). */
-	if (p->nstacks)
-		memset(p->totals, 0, p->nstacks * sizeof(*p->totals));
+	if (p->nvariants)
+		memset(p->totals, 0, p->nvariants * sizeof(*p->totals));
 	p->total = 0;
 	p->other = 0;
 	if (p->ring != empty_ring) {
@@ -649,10 +757,10 @@ static void sum_bucket(const struct bucket *b, int64_t since, int64_t expired,
 	if (!b->n || b->sec < since || b->sec <= expired)
 		return;
 	for (uint32_t j = 0; j < b->n; j++)
-		counts[b->entries[j].stack] += b->entries[j].count;
+		counts[b->entries[j].variant] += b->entries[j].count;
 }
 
-/* Sums the buckets from second since on into counts, indexed by stack id. A coarse bucket
+/* Sums the buckets from second since on into counts, indexed by variant id. A coarse bucket
  * counts if its group starts at since or later. */
 static void sum_window(struct profile *p, int64_t since, uint64_t *counts)
 {
@@ -667,34 +775,32 @@ static void sum_window(struct profile *p, int64_t since, uint64_t *counts)
 
 int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapshot **out)
 {
-	struct profile_stack *stacks;
+	struct profile_stack *stacks, *lined;
 	struct profile_snapshot *s;
-	uint64_t *window = NULL;
+	uint64_t *window = NULL, *merged = NULL;
 	const uint64_t *counts;
 	const char **names;
 	const struct frame_info **infos;
 	size_t i, n = 0;
-	int err = 0;
+	int err = -ENOMEM;
 
 	pthread_mutex_lock(&p->lock);
-	/* One block: the stacks (8-byte aligned after the struct), then the names and infos. */
-	s = malloc(sizeof(*s) + p->nstacks * sizeof(*stacks) +
+	/* One block: the stacks and the lined ones (8-byte aligned after the struct), then the
+	 * names and infos. */
+	s = malloc(sizeof(*s) + (p->nstacks + p->nvariants) * sizeof(*stacks) +
 		   p->nnames * (sizeof(*names) + sizeof(*infos)));
-	if (!s) {
-		err = -ENOMEM;
+	merged = calloc(p->nstacks ? p->nstacks : 1, sizeof(*merged));
+	if (!s || !merged)
 		goto out;
-	}
 	stacks = (struct profile_stack *)(s + 1);
-	names = (const char **)(stacks + p->nstacks);
+	lined = stacks + p->nstacks;
+	names = (const char **)(lined + p->nvariants);
 	infos = (const struct frame_info **)(names + p->nnames);
 	counts = p->totals;
-	if (since_sec > 0 && p->nstacks) {
-		window = calloc(p->nstacks, sizeof(*window));
-		if (!window) {
-			free(s);
-			err = -ENOMEM;
+	if (since_sec > 0 && p->nvariants) {
+		window = calloc(p->nvariants, sizeof(*window));
+		if (!window)
 			goto out;
-		}
 		sum_window(p, since_sec, window);
 		counts = window;
 	}
@@ -705,6 +811,7 @@ int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapsh
 		.infos = infos,
 		.nnames = p->nnames,
 		.stacks = stacks,
+		.lined = lined,
 		/* Buckets were emptied at the last reset: no window starts before it. */
 		.since = since_sec > p->since ? since_sec : p->since,
 		.owner = profile_ref(p),
@@ -713,21 +820,39 @@ int profile_snapshot(struct profile *p, int64_t since_sec, struct profile_snapsh
 		memcpy(names, p->names, p->nnames * sizeof(*names));
 		memcpy(infos, p->infos, p->nnames * sizeof(*infos));
 	}
-	for (i = 0; i < p->nstacks; i++) {
+	for (i = 0; i < p->nvariants; i++) {
+		const struct variant *v = p->variants[i];
+		const struct stack *st = p->stacks[v->stack];
+
 		if (!counts[i])
 			continue;
-		stacks[n++] = (struct profile_stack){
-			.frames = p->stacks[i]->frames,
-			.depth = p->stacks[i]->depth,
+		merged[v->stack] += counts[i];
+		lined[s->nlined++] = (struct profile_stack){
+			.frames = st->frames,
+			.lines = v->lines,
+			.depth = st->depth,
 			.count = counts[i],
 		};
 		s->total += counts[i];
 	}
+	for (i = 0; i < p->nstacks; i++) {
+		if (!merged[i])
+			continue;
+		stacks[n++] = (struct profile_stack){
+			.frames = p->stacks[i]->frames,
+			.depth = p->stacks[i]->depth,
+			.count = merged[i],
+		};
+	}
 	s->nstacks = n;
 	*out = s;
+	s = NULL;
+	err = 0;
 out:
 	pthread_mutex_unlock(&p->lock);
+	free(s);
 	free(window);
+	free(merged);
 	return err;
 }
 
@@ -742,27 +867,33 @@ void profile_snapshot_free(struct profile_snapshot *s)
 int profile_snapshot_dup(const struct profile_snapshot *s, struct profile_snapshot **out)
 {
 	size_t stacks_len = s->nstacks * sizeof(*s->stacks);
+	size_t lined_len = s->nlined * sizeof(*s->lined);
 	size_t names_len = s->nnames * sizeof(*s->names);
 	struct profile_snapshot *copy;
-	struct profile_stack *stacks;
+	struct profile_stack *stacks, *lined;
 	const char **names;
 	const struct frame_info **infos;
 
 	/* The same layout as profile_snapshot's block; frames and names stay in the profile. */
-	copy = malloc(sizeof(*copy) + stacks_len + names_len + s->nnames * sizeof(*infos));
+	copy = malloc(sizeof(*copy) + stacks_len + lined_len + names_len +
+		      s->nnames * sizeof(*infos));
 	if (!copy)
 		return -ENOMEM;
 	stacks = (struct profile_stack *)(copy + 1);
-	names = (const char **)(stacks + s->nstacks);
+	lined = stacks + s->nstacks;
+	names = (const char **)(lined + s->nlined);
 	infos = (const struct frame_info **)(names + s->nnames);
 	if (stacks_len)
 		memcpy(stacks, s->stacks, stacks_len);
+	if (lined_len)
+		memcpy(lined, s->lined, lined_len);
 	if (names_len) {
 		memcpy(names, s->names, names_len);
 		memcpy(infos, s->infos, s->nnames * sizeof(*infos));
 	}
 	*copy = *s;
 	copy->stacks = stacks;
+	copy->lined = lined;
 	copy->names = names;
 	copy->infos = infos;
 	copy->owner = profile_ref(s->owner);
@@ -782,7 +913,8 @@ void profile_get_stats(struct profile *p, struct profile_stats *out)
 	pthread_mutex_lock(&p->lock);
 	bytes = sizeof(*p) + strlen(p->unit) + 1 + p->interned_bytes;
 	bytes += p->names_cap * (sizeof(*p->names) + sizeof(*p->infos));
-	bytes += p->stacks_cap * (sizeof(*p->stacks) + sizeof(*p->totals));
+	bytes += p->stacks_cap * sizeof(*p->stacks);
+	bytes += p->variants_cap * (sizeof(*p->variants) + sizeof(*p->totals));
 	bytes += table_bytes(p->frame_index ? p->frame_index->hh.tbl : NULL);
 	bytes += table_bytes(p->stack_index ? p->stack_index->hh.tbl : NULL);
 	if (p->ring != empty_ring)
@@ -836,9 +968,9 @@ int profile_seconds(struct profile *p, int64_t from, int64_t until, struct profi
 	s->infos = malloc((p->nnames ? p->nnames : 1) * sizeof(*s->infos));
 	s->counts = malloc((nentries ? nentries : 1) * sizeof(*s->counts));
 	s->stacks = malloc((nentries ? nentries : 1) * sizeof(*s->stacks));
-	/* stack id -> its index in s->stacks + 1, 0 = not counted yet */
-	local = calloc(p->nstacks ? p->nstacks : 1, sizeof(*local));
-	where = calloc(p->nstacks ? p->nstacks : 1, sizeof(*where));
+	/* variant id -> its index in s->stacks + 1, 0 = not counted yet */
+	local = calloc(p->nvariants ? p->nvariants : 1, sizeof(*local));
+	where = calloc(p->nvariants ? p->nvariants : 1, sizeof(*where));
 	if (!s->names || !s->infos || !s->counts || !s->stacks || !local || !where)
 		goto out;
 	if (p->nnames) {
@@ -849,26 +981,29 @@ int profile_seconds(struct profile *p, int64_t from, int64_t until, struct profi
 	for (i = 0; i < nused; i++) {
 		for (uint32_t j = 0; j < used[i]->n; j++) {
 			const struct bucket_entry *e = &used[i]->entries[j];
-			struct stack *st = p->stacks[e->stack];
+			const struct variant *v = p->variants[e->variant];
+			struct stack *st = p->stacks[v->stack];
+			uint32_t k = e->variant;
 
 			if (!e->count)
 				continue;
-			if (!local[e->stack]) {
+			if (!local[k]) {
 				s->stacks[s->nstacks] = (struct profile_stack){
-					.frames = st->frames, .depth = st->depth };
-				local[e->stack] = ++s->nstacks;
+					.frames = st->frames, .lines = v->lines,
+					.depth = st->depth };
+				local[k] = ++s->nstacks;
 			}
-			s->stacks[local[e->stack] - 1].count += e->count;
-			/* A stack can have several entries in one bucket: one count per second. */
-			c = &s->counts[where[e->stack]];
-			if (where[e->stack] < s->ncounts && c->sec == used[i]->sec &&
-			    c->stack == local[e->stack] - 1) {
+			s->stacks[local[k] - 1].count += e->count;
+			/* A variant can have several entries in one bucket: one count per second. */
+			c = &s->counts[where[k]];
+			if (where[k] < s->ncounts && c->sec == used[i]->sec &&
+			    c->stack == local[k] - 1) {
 				c->count += e->count;
 				continue;
 			}
-			where[e->stack] = s->ncounts;
+			where[k] = s->ncounts;
 			s->counts[s->ncounts++] = (struct profile_second_count){
-				.sec = used[i]->sec, .stack = local[e->stack] - 1,
+				.sec = used[i]->sec, .stack = local[k] - 1,
 				.count = e->count };
 		}
 	}

@@ -2,7 +2,9 @@
  *
  * A profile holds the counts of one kind (cpu samples; later off-CPU microseconds, lock waits,
  * ...) of one target, by stack. A stack is a sequence of interned frame names, root first,
- * frame 0 being the thread's name. Counts are kept twice: a total since the profile was made
+ * frame 0 being the thread's name. Counts are kept per stack and the source lines executing
+ * in its frames (a stack's line variants), so pprof can tell the lines of a function apart;
+ * every other view reads the stacks with their variants' counts merged. Counts are kept twice: a total since the profile was made
  * or reset, and buckets for the last PROFILE_HISTORY_S seconds, one per second for the last
  * minute and one per 10 seconds before, so a view can show "the last N seconds" and remote
  * sync can ship what changed.
@@ -19,6 +21,8 @@
 #define PROFILE_HISTORY_S 600
 /* Distinct stacks one profile tells apart; more are counted in THREAD;[other stacks]. */
 #define PROFILE_MAX_STACKS 65536
+/* Distinct (stack, lines) it tells apart; more count in their stack with unknown lines. */
+#define PROFILE_MAX_VARIANTS (4 * PROFILE_MAX_STACKS)
 
 struct profile;
 
@@ -31,7 +35,7 @@ void profile_unref(struct profile *p);
  * unknown: NULL or 0. */
 struct frame_info {
 	const char *file;     /* source file the function is defined in */
-	uint32_t line;        /* line of its definition */
+	uint32_t line;        /* line of its definition (the executing line is the stack's) */
 	const char *module;   /* path of the mapped file holding its code */
 	const char *build_id; /* that file's GNU build id, lowercase hex */
 };
@@ -52,6 +56,10 @@ const char *profile_frame_name(struct profile *p, uint32_t id);
  * CLOCK_REALTIME). Returns 0, -EINVAL (depth 0 or an id that was never interned) or -ENOMEM. */
 int profile_add(struct profile *p, int64_t sec, const uint32_t *frames, size_t depth,
 		uint64_t count);
+/* The same with lines[i] the source line executing in frames[i] (0 unknown; lines NULL:
+ * all unknown). Past the budget or PROFILE_MAX_VARIANTS a new variant's lines are unknown. */
+int profile_add_lines(struct profile *p, int64_t sec, const uint32_t *frames,
+		      const uint32_t *lines, size_t depth, uint64_t count);
 
 /* Forgets every count; interned frames and stacks stay, so collectors' caches of ids do. */
 void profile_reset(struct profile *p);
@@ -60,6 +68,7 @@ struct profile_stack {
 	const uint32_t *frames; /* root first, frames[0] is the thread name */
 	uint32_t depth;
 	uint64_t count;
+	const uint32_t *lines;  /* the line executing in each frame, 0 unknown; NULL: not told */
 };
 
 /* A consistent copy of a profile's counts, owned by the caller. */
@@ -68,8 +77,13 @@ struct profile_snapshot {
 	const char *const *names;     /* frame id -> name, nnames of them */
 	const struct frame_info *const *infos; /* frame id -> info or NULL, nnames of them */
 	size_t nnames;
-	struct profile_stack *stacks; /* stacks with a count > 0, in no particular order */
+	struct profile_stack *stacks; /* stacks with a count > 0, in no particular order, each
+					 once (lines NULL) */
 	size_t nstacks;
+	/* The same counts by stack and lines: a stack once per line variant (lines set). nlined
+	 * 0 when the snapshot was made without them: then only stacks tell. */
+	struct profile_stack *lined;
+	size_t nlined;
 	uint64_t total;               /* sum of the counts */
 	int64_t since;                /* first second covered: the window's start, or the time the
 					 profile was made or last reset */
@@ -113,7 +127,8 @@ struct profile_seconds {
 	const char *const *names;     /* frame id -> name, nnames of them */
 	const struct frame_info *const *infos; /* frame id -> info or NULL */
 	size_t nnames;
-	struct profile_stack *stacks; /* the stacks counted; count: their sum over the range */
+	struct profile_stack *stacks; /* the stacks counted, once per line variant (lines set);
+					 count: their sum over the range */
 	size_t nstacks;
 	struct profile_second_count *counts; /* ascending by second */
 	size_t ncounts;

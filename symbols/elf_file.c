@@ -522,12 +522,34 @@ static void describe(Dwarf_Die *die, struct elf_scope *out)
 		out->name = dwarf_diename(die);
 	out->file = dwarf_decl_file(die);
 	out->line = dwarf_decl_line(die, &line) ? 0 : line;
+	out->at_line = 0;
+}
+
+static uint32_t call_line(Dwarf_Die *inlined)
+{
+	Dwarf_Attribute mem;
+	Dwarf_Word line;
+
+	if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &mem), &line) ||
+	    line > UINT32_MAX)
+		return 0;
+	return line;
+}
+
+/* The line table's line of pc in unit cu, 0 if it has none. */
+static uint32_t pc_line(Dwarf_Die *cu, Dwarf_Addr pc)
+{
+	Dwarf_Line *l = dwarf_getsrc_die(cu, pc);
+	int line;
+
+	return l && !dwarf_lineno(l, &line) && line > 0 ? line : 0;
 }
 
 /* Walks down from die to the innermost DIE holding pc, describing the functions on the way:
  * the physical nesting is the call chain of inlined calls. dwarf_getscopes is not used: it
  * continues an inlined instance with the scopes of its abstract definition, and finds
- * nothing in GCC's LTO units (<artificial>). Returns the new count. */
+ * nothing in GCC's LTO units (<artificial>). Returns the new count, past max when deeper
+ * functions did not fit. */
 static int walk_scopes(Dwarf_Die *die, Dwarf_Addr pc, struct elf_scope *out, int n, int max)
 {
 	Dwarf_Die child;
@@ -550,10 +572,29 @@ static int walk_scopes(Dwarf_Die *die, Dwarf_Addr pc, struct elf_scope *out, int
 			continue;
 		if (tag == DW_TAG_subprogram)
 			n = 0; /* a nested function (rare): it is the outermost that runs */
-		if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) && n < max)
-			describe(&child, &out[n++]);
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+			/* What runs in the function around an inlined call is that call. */
+			if (tag == DW_TAG_inlined_subroutine && n > 0 && n <= max)
+				out[n - 1].at_line = call_line(&child);
+			if (n < max)
+				describe(&child, &out[n]);
+			n++; /* past max too: the caller knows the chain was cut */
+		}
 		return walk_scopes(&child, pc, out, n, max);
 	} while (!dwarf_siblingof(&child, &child));
+	return n;
+}
+
+/* The functions at pc of unit cu, outermost first, with the lines executing in them: the
+ * innermost runs the line table's line of pc; cut at max, the last kept runs its call. */
+static int scopes_at(Dwarf_Die *cu, Dwarf_Addr pc, struct elf_scope *out, int max)
+{
+	int n = walk_scopes(cu, pc, out, 0, max);
+
+	if (n > max)
+		return max;
+	if (n > 0)
+		out[n - 1].at_line = pc_line(cu, pc);
 	return n;
 }
 
@@ -649,12 +690,12 @@ int elf_file_scopes(const struct elf_file *f, uint64_t file_offset, struct elf_s
 	if (!cu)
 		cu = cu_by_ranges(mut, addr, &mem, &bias);
 	if (slot) {
-		slot->n = cu ? walk_scopes(cu, addr - bias, slot->s, 0, ELF_SCOPES_MAX) : 0;
+		slot->n = cu ? scopes_at(cu, addr - bias, slot->s, ELF_SCOPES_MAX) : 0;
 		slot->addr_plus1 = addr + 1;
 		goto found;
 	}
 	if (cu)
-		n = walk_scopes(cu, addr - bias, out, 0, max);
+		n = scopes_at(cu, addr - bias, out, max);
 	pthread_mutex_unlock(&mut->dwarf_lock);
 	return n;
 found:

@@ -58,6 +58,8 @@ struct elf_scope {
 	const char *name;  /* linkage name (mangled) if the DIE has one, else its name */
 	const char *file;  /* where the function is defined */
 	uint32_t line;
+	uint32_t at_line;  /* the line executing in it at the address: the line table's for the
+			      innermost, the call's (DW_AT_call_line) for each outer one */
 };
 
 /* Functions elf_file_scopes gives per address: deeper inlining loses its innermost ones. */

@@ -297,8 +297,8 @@ static void hex(const uint8_t *id, size_t n, char *out, size_t outlen)
 	out[2 * i] = '\0';
 }
 
-/* Adds DWARF's view of the function at lookup: where f[0] is defined, and the functions
- * inlined there. */
+/* Adds DWARF's view of the function at lookup: where f[0] is defined, the functions
+ * inlined there, and the line each runs. */
 static void add_scopes(const struct proc_syms *ps, const struct proc_map *m, uint64_t lookup,
 		       struct sym_frames *out)
 {
@@ -311,6 +311,7 @@ static void add_scopes(const struct proc_syms *ps, const struct proc_map *m, uin
 		return;
 	out->f[0].file = scopes[0].file;
 	out->f[0].line = scopes[0].line;
+	out->f[0].at_line = scopes[0].at_line;
 	for (int i = 1; i < n; i++) {
 		struct sym_frame *fr = &out->f[out->n];
 
@@ -323,6 +324,7 @@ static void add_scopes(const struct proc_syms *ps, const struct proc_map *m, uin
 		memcpy(fr->name + len, "_[i]", 5);
 		fr->file = scopes[i].file;
 		fr->line = scopes[i].line;
+		fr->at_line = scopes[i].at_line;
 		out->n++;
 	}
 }
@@ -360,6 +362,7 @@ int proc_syms_frames(struct proc_syms *ps, uint64_t addr, bool is_return,
 		goto out;
 	out->f[0].file = NULL;
 	out->f[0].line = 0;
+	out->f[0].at_line = 0;
 	err = name_in_map(ps, m, lookup, out->f[0].name, sizeof(out->f[0].name));
 	if (err)
 		goto out;

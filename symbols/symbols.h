@@ -57,11 +57,14 @@ struct sym_frame {
 	char name[SYMS_NAME_MAX]; /* as proc_syms_name names it; inlined ones end in "_[i]" */
 	const char *file;         /* source file of its definition, NULL if unknown */
 	uint32_t line;            /* line of its definition, 0 if unknown */
+	uint32_t at_line;         /* the line executing in it there, 0 if unknown: the line of
+				     the address (a caller's: of its call instruction), or for a
+				     function an inlined one is in, the line of that inlined call */
 };
 
 /* Every function at a user address: what proc_syms_name gives, and from DWARF (where the
- * file or its separate debug file has it) the functions inlined at that address and where
- * each is defined. Strings stay valid until the next proc_syms_refresh or proc_syms_free. */
+ * file or its separate debug file has it) the functions inlined at that address, where
+ * each is defined and which of its lines runs there. Strings stay valid until the next proc_syms_refresh or proc_syms_free. */
 struct sym_frames {
 	int n;
 	struct sym_frame f[SYMS_INLINE_MAX]; /* f[0] out of line, then inlined ones, innermost last */

@@ -251,7 +251,7 @@ static int map_stack(struct build *bd, const struct profile_seconds *d,
 		}
 		ids[i] = fm->index;
 	}
-	return parts_stack(bd->ps, ids, depth, out);
+	return parts_stack(bd->ps, ids, st->lines, depth, out);
 }
 
 /* Counts of one second go in pieces of at most this many stacks: a part may end inside a
@@ -359,7 +359,7 @@ static int folded_stack(struct build *bd, const char *folded, uint32_t *out)
 	}
 	if (!depth && parts_frame(bd->ps, "[unknown]", NULL, &ids[depth++]))
 		return -ENOMEM;
-	return parts_stack(bd->ps, ids, depth, out);
+	return parts_stack(bd->ps, ids, NULL, depth, out);
 }
 
 static int add_blocking(struct build *bd, const struct target_record *r, struct seen *s,

@@ -2,6 +2,7 @@
 /* The parts of one interval's batch: an arena, and per part the hash tables that keep each
  * string, frame and stack once. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -37,7 +38,7 @@ struct frame_entry {
 struct stack_entry {
 	UT_hash_handle hh;
 	uint32_t index;
-	uint32_t frames[]; /* the key */
+	uint32_t key[]; /* depth, the frames, then the lines if any is known */
 };
 
 struct part {
@@ -256,30 +257,49 @@ int parts_frame(struct parts *ps, const char *name, const struct frame_info *inf
 	return 0;
 }
 
-int parts_stack(struct parts *ps, const uint32_t *frames, uint32_t depth, uint32_t *out)
+static bool any_line(const uint32_t *lines, uint32_t depth)
 {
-	size_t key_len = depth * sizeof(*frames);
+	for (uint32_t i = 0; lines && i < depth; i++)
+		if (lines[i])
+			return true;
+	return false;
+}
+
+int parts_stack(struct parts *ps, const uint32_t *frames, const uint32_t *lines,
+		uint32_t depth, uint32_t *out)
+{
+	uint32_t nlines = any_line(lines, depth) ? depth : 0;
+	size_t key_len = (1 + depth + nlines) * sizeof(*frames);
 	struct part *p = cur(ps);
 	struct stack_entry *e;
+	uint32_t key[1 + 2 * 1024];
 	WireStack *st;
 
-	HASH_FIND(hh, p->stacks, frames, key_len, e);
+	if (depth > 1024)
+		return -EINVAL;
+	key[0] = depth;
+	memcpy(key + 1, frames, depth * sizeof(*frames));
+	if (nlines)
+		memcpy(key + 1 + depth, lines, nlines * sizeof(*lines));
+	HASH_FIND(hh, p->stacks, key, key_len, e);
 	if (!e) {
 		e = parts_alloc(ps, sizeof(*e) + key_len);
 		st = parts_alloc(ps, sizeof(*st));
 		if (!e || !st)
 			return -ENOMEM;
-		memcpy(e->frames, frames, key_len);
+		memcpy(e->key, key, key_len);
 		e->index = p->b.n_stacks;
 		*st = (WireStack)APERTURE__SYNC__V1__STACK__INIT;
 		st->n_frames = depth;
-		st->frames = e->frames;
+		st->frames = e->key + 1;
+		st->n_lines = nlines;
+		st->lines = nlines ? e->key + 1 + depth : NULL;
 		if (parts_push(ps, (void ***)&p->b.stacks, &p->b.n_stacks, st))
 			return -ENOMEM;
-		HASH_ADD_KEYPTR(hh, p->stacks, e->frames, key_len, e);
+		HASH_ADD_KEYPTR(hh, p->stacks, e->key, key_len, e);
 		if (!e->hh.tbl)
 			return -ENOMEM;
-		p->bytes += 4 + 3 * depth;
+		p->bytes += 4 + 3 * depth + 2 * nlines;
 	}
 	*out = e->index;
 	return 0;

@@ -38,7 +38,9 @@ int parts_push(struct parts *ps, void ***v, size_t *n, void *item);
 int parts_string(struct parts *ps, const char *s, uint32_t *out);
 int parts_frame(struct parts *ps, const char *name, const struct frame_info *info,
 		uint32_t *out);
-int parts_stack(struct parts *ps, const uint32_t *frames, uint32_t depth, uint32_t *out);
+/* lines: the line running in each frame (0 unknown), NULL for none known. */
+int parts_stack(struct parts *ps, const uint32_t *frames, const uint32_t *lines,
+		uint32_t depth, uint32_t *out);
 
 /* Numbers the parts first_seq, first_seq + 1, ... and encodes them with status; *out (n of
  * them) is the caller's, freed with sync_parts_free. 0 or -ENOMEM. */

@@ -173,6 +173,9 @@ static int check(const WireBatch *b, const struct wire_limits *lim, char *why, s
 			if (s->frames[j] >= b->n_frames)
 				return fail(why, whylen, -EINVAL,
 					    "stack %zu: frame index out of range", i);
+		if (s->n_lines && s->n_lines != s->n_frames)
+			return fail(why, whylen, -EINVAL, "stack %zu: %zu lines for %zu frames", i,
+				    s->n_lines, s->n_frames);
 	}
 	for (size_t i = 0; i < b->n_targets; i++) {
 		const Aperture__Sync__V1__Target *t = b->targets[i];

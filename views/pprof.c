@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* pprof: a gzip'd profile.proto, encoded by protobuf-c from views/profile.proto.
  *
- * One function and one location per frame name, one mapping per module the frames' infos
- * name (with its build id). The thread-name frame becomes a "thread" label on the sample,
+ * One function per frame name (start_line: where it is defined), one location per frame name
+ * and source line executing in it (Line.line; 0 unknown), one sample per stack and lines,
+ * one mapping per module the frames' infos name (with its build id). The thread-name frame becomes a "thread" label on the sample,
  * as pprof's own profiles label threads, rather than a function. Samples carry the count
  * and, for sampled profiles, the count times the period ("cpu"/"nanoseconds"), as Go's cpu
  * profiles do, so pprof shows time. */
@@ -37,6 +38,17 @@ struct module_entry {
 	const char *path;
 };
 
+struct location_key {
+	uint32_t frame;
+	uint32_t line;
+};
+
+struct location_entry {
+	UT_hash_handle hh;
+	struct location_key key;
+	uint64_t id;
+};
+
 struct pprof {
 	Profile p;
 	struct str_entry *strs;
@@ -51,13 +63,16 @@ struct pprof {
 	int64_t *values;
 	Mapping *mappings;
 	Mapping **mapping_ptrs;
+	/* Grown as locations are made; the pointers into them are set once all are made. */
 	Location *locations;
 	Location **location_ptrs;
 	Line *lines;
 	Line **line_ptrs;
+	size_t locations_cap;
+	struct location_entry *loc_index;
 	Function *functions;
 	Function **function_ptrs;
-	uint64_t *loc_of; /* frame id -> location id, 0 until used */
+	uint64_t *func_of; /* frame id -> function id, 0 until used */
 };
 
 /* The index of s in the string table, added if new; -ENOMEM. */
@@ -125,20 +140,19 @@ static int64_t mapping_of(struct pprof *b, const struct frame_info *info)
 	return m->id;
 }
 
-/* The location of frame id, made with its function on first use; -ENOMEM. */
-static int64_t location_of(struct pprof *b, const struct profile_snapshot *s, uint32_t id)
+/* The function of frame id, made on first use; -ENOMEM. */
+static int64_t function_of(struct pprof *b, const struct profile_snapshot *s, uint32_t id)
 {
 	const struct frame_info *info = s->infos ? s->infos[id] : NULL;
-	size_t n = b->p.n_location;
-	int64_t name, file = 0, mapping;
+	size_t n = b->p.n_function;
+	int64_t name, file = 0;
 
-	if (b->loc_of[id])
-		return b->loc_of[id];
+	if (b->func_of[id])
+		return b->func_of[id];
 	name = intern(b, s->names[id]);
 	if (info && info->file)
 		file = intern(b, info->file);
-	mapping = mapping_of(b, info);
-	if (name < 0 || file < 0 || mapping < 0)
+	if (name < 0 || file < 0)
 		return -ENOMEM;
 	perftools__profiles__function__init(&b->functions[n]);
 	b->functions[n].id = n + 1;
@@ -147,31 +161,91 @@ static int64_t location_of(struct pprof *b, const struct profile_snapshot *s, ui
 	b->functions[n].filename = file;
 	b->functions[n].start_line = info ? info->line : 0;
 	b->function_ptrs[n] = &b->functions[n];
+	b->p.n_function = n + 1;
+	return b->func_of[id] = n + 1;
+}
+
+static int grow_locations(struct pprof *b)
+{
+	size_t cap = b->locations_cap ? 2 * b->locations_cap : 256;
+	Location *locations = reallocarray(b->locations, cap, sizeof(*locations));
+	Line *lines;
+
+	if (!locations)
+		return -ENOMEM;
+	b->locations = locations;
+	lines = reallocarray(b->lines, cap, sizeof(*lines));
+	if (!lines)
+		return -ENOMEM;
+	b->lines = lines;
+	b->locations_cap = cap;
+	return 0;
+}
+
+/* The location of frame id running line, made on first use; -ENOMEM. */
+static int64_t location_of(struct pprof *b, const struct profile_snapshot *s, uint32_t id,
+			   uint32_t line)
+{
+	const struct frame_info *info = s->infos ? s->infos[id] : NULL;
+	struct location_key key = { .frame = id, .line = line };
+	size_t n = b->p.n_location;
+	struct location_entry *e;
+	int64_t function, mapping;
+
+	HASH_FIND(hh, b->loc_index, &key, sizeof(key), e);
+	if (e)
+		return e->id;
+	function = function_of(b, s, id);
+	mapping = mapping_of(b, info);
+	if (function < 0 || mapping < 0)
+		return -ENOMEM;
+	if (n == b->locations_cap && grow_locations(b))
+		return -ENOMEM;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->key = key;
+	e->id = n + 1;
+	HASH_ADD(hh, b->loc_index, key, sizeof(e->key), e);
 	perftools__profiles__line__init(&b->lines[n]);
-	b->lines[n].function_id = n + 1;
-	b->line_ptrs[n] = &b->lines[n];
+	b->lines[n].function_id = function;
+	b->lines[n].line = line;
 	perftools__profiles__location__init(&b->locations[n]);
 	b->locations[n].id = n + 1;
 	b->locations[n].mapping_id = mapping;
 	b->locations[n].n_line = 1;
-	b->locations[n].line = &b->line_ptrs[n];
-	b->location_ptrs[n] = &b->locations[n];
-	b->p.n_location = b->p.n_function = n + 1;
-	return b->loc_of[id] = n + 1;
+	b->p.n_location = n + 1;
+	return e->id;
 }
 
-static int alloc_all(struct pprof *b, const struct profile_snapshot *s, size_t nframes,
-		     int nvalues)
+/* Points the locations at their lines, now that the arrays stop moving. */
+static int link_locations(struct pprof *b)
 {
-	size_t n = s->nnames ? s->nnames : 1, ns = s->nstacks ? s->nstacks : 1;
+	size_t n = b->p.n_location;
+
+	b->location_ptrs = calloc(n ? n : 1, sizeof(*b->location_ptrs));
+	b->line_ptrs = calloc(n ? n : 1, sizeof(*b->line_ptrs));
+	if (!b->location_ptrs || !b->line_ptrs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		b->line_ptrs[i] = &b->lines[i];
+		b->locations[i].line = &b->line_ptrs[i];
+		b->location_ptrs[i] = &b->locations[i];
+	}
+	b->p.location = b->location_ptrs;
+	return 0;
+}
+
+static int alloc_all(struct pprof *b, const struct profile_snapshot *s, size_t nstacks,
+		     size_t nframes, int nvalues)
+{
+	size_t n = s->nnames ? s->nnames : 1, ns = nstacks ? nstacks : 1;
 
 #define ALLOC(field, count) (b->field = calloc(count, sizeof(*b->field)))
 	if (!ALLOC(samples, ns) || !ALLOC(sample_ptrs, ns) || !ALLOC(labels, ns) ||
 	    !ALLOC(label_ptrs, ns) || !ALLOC(location_ids, nframes ? nframes : 1) ||
 	    !ALLOC(values, ns * nvalues) || !ALLOC(mappings, n) || !ALLOC(mapping_ptrs, n) ||
-	    !ALLOC(locations, n) || !ALLOC(location_ptrs, n) || !ALLOC(lines, n) ||
-	    !ALLOC(line_ptrs, n) || !ALLOC(functions, n) || !ALLOC(function_ptrs, n) ||
-	    !ALLOC(loc_of, n))
+	    !ALLOC(functions, n) || !ALLOC(function_ptrs, n) || !ALLOC(func_of, n))
 		return -ENOMEM;
 #undef ALLOC
 	return 0;
@@ -181,7 +255,12 @@ static void free_all(struct pprof *b)
 {
 	struct str_entry *e, *etmp;
 	struct module_entry *m, *mtmp;
+	struct location_entry *l, *ltmp;
 
+	HASH_ITER(hh, b->loc_index, l, ltmp) {
+		HASH_DEL(b->loc_index, l);
+		free(l);
+	}
 	HASH_ITER(hh, b->strs, e, etmp) {
 		HASH_DEL(b->strs, e);
 		free(e);
@@ -205,7 +284,7 @@ static void free_all(struct pprof *b)
 	free(b->line_ptrs);
 	free(b->functions);
 	free(b->function_ptrs);
-	free(b->loc_of);
+	free(b->func_of);
 }
 
 static int add_types(struct pprof *b, const struct profile_snapshot *s,
@@ -239,7 +318,9 @@ static int add_types(struct pprof *b, const struct profile_snapshot *s,
 	return 0;
 }
 
-static int add_samples(struct pprof *b, const struct profile_snapshot *s)
+/* One sample per stack of stacks, from snapshot s. */
+static int add_samples(struct pprof *b, const struct profile_snapshot *s,
+		       const struct profile_stack *stacks, size_t nstacks)
 {
 	uint64_t *loc = b->location_ids;
 	int64_t *val = b->values, thread_key = intern(b, "thread"), id;
@@ -248,14 +329,14 @@ static int add_samples(struct pprof *b, const struct profile_snapshot *s)
 
 	if (thread_key < 0)
 		return -ENOMEM;
-	for (i = 0; i < s->nstacks; i++) {
-		const struct profile_stack *st = &s->stacks[i];
+	for (i = 0; i < nstacks; i++) {
+		const struct profile_stack *st = &stacks[i];
 		Sample *sm = &b->samples[i];
 
 		perftools__profiles__sample__init(sm);
 		sm->location_id = loc;
 		for (j = st->depth; j-- > 1;) {
-			id = location_of(b, s, st->frames[j]);
+			id = location_of(b, s, st->frames[j], st->lines ? st->lines[j] : 0);
 			if (id < 0)
 				return -ENOMEM;
 			*loc++ = id;
@@ -278,11 +359,10 @@ static int add_samples(struct pprof *b, const struct profile_snapshot *s)
 		b->sample_ptrs[i] = sm;
 	}
 	b->p.sample = b->sample_ptrs;
-	b->p.n_sample = s->nstacks;
-	b->p.location = b->location_ptrs;
+	b->p.n_sample = nstacks;
 	b->p.function = b->function_ptrs;
 	b->p.mapping = b->mapping_ptrs;
-	return 0;
+	return link_locations(b);
 }
 
 /* Compresses len bytes of data as one gzip member into out. */
@@ -313,18 +393,20 @@ int view_pprof(const struct profile_snapshot *s, const struct view_meta *m, FILE
 {
 	struct pprof b = { .p = PERFTOOLS__PROFILES__PROFILE__INIT };
 	uint8_t *packed = NULL;
-	size_t i, nframes = 0, len;
+	/* By stack and lines, unless the snapshot was made without them. */
+	const struct profile_stack *stacks = s->nlined ? s->lined : s->stacks;
+	size_t i, nstacks = s->nlined ? s->nlined : s->nstacks, nframes = 0, len;
 	int err;
 
-	for (i = 0; i < s->nstacks; i++)
-		nframes += s->stacks[i].depth;
-	err = alloc_all(&b, s, nframes, m->period_type ? 2 : 1);
+	for (i = 0; i < nstacks; i++)
+		nframes += stacks[i].depth;
+	err = alloc_all(&b, s, nstacks, nframes, m->period_type ? 2 : 1);
 	if (!err && intern(&b, "") != 0)
 		err = -ENOMEM;
 	if (!err)
 		err = add_types(&b, s, m);
 	if (!err)
-		err = add_samples(&b, s);
+		err = add_samples(&b, s, stacks, nstacks);
 	if (err)
 		goto out;
 	b.p.time_nanos = s->since * 1000000000;

@@ -307,22 +307,35 @@ def test_rollups_read_exactly_the_raw_table(ch, scratch):
         b.stop()
 
 
-def test_schema_1_upgraded(ch, scratch):
-    """A database of schema 1 (no bucket_marks): the aggregator adds it, fills it from the
-    marks already there, records version 2, and reads what was stored before."""
-    d = scratch / "upgrade"
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_schema_upgraded(ch, scratch, version):
+    """A database of schema 1 (no bucket_marks, no stacks.at_lines) or 2 (no at_lines): the
+    aggregator adds what is missing, fills bucket_marks from the marks already there,
+    records version 3, reads what was stored before, and keeps the lines of what comes next
+    apart from the same frames without lines."""
+    db = f"up{version}"
+    d = scratch / db
     d.mkdir()
-    a = Aggregator(d, store=ch.url("up") + "?roll_every=0").start()
+    a = Aggregator(d, store=ch.url(db) + "?roll_every=0").start()
     try:
         assert a.post(batch("n1", "boot-u", 1, [target(4, {NOW - 99: {A: 6}})]), None)[0] == 200
         a.stop()
-        for sql in ("DROP TABLE up.bucket_marks_mv", "DROP TABLE up.bucket_marks",
-                    "DROP TABLE up.schema_version",
-                    "CREATE TABLE up.schema_version (version UInt32, applied UInt32)"
-                    " ENGINE = TinyLog", "INSERT INTO up.schema_version VALUES (1, 0)"):
+        older = [f"DROP TABLE {db}.bucket_marks_mv", f"DROP TABLE {db}.bucket_marks"] \
+            if version == 1 else []
+        for sql in older + [f"ALTER TABLE {db}.stacks DROP COLUMN at_lines",
+                            f"DROP TABLE {db}.schema_version",
+                            f"CREATE TABLE {db}.schema_version (version UInt32, applied UInt32)"
+                            " ENGINE = TinyLog",
+                            f"INSERT INTO {db}.schema_version VALUES ({version}, 0)"]:
             ch.query(sql)
         a.start()
-        assert ch.query("SELECT max(version) FROM up.schema_version") == "2\n"
+        assert ch.query(f"SELECT max(version) FROM {db}.schema_version") == "3\n"
         assert folded(a.get("/nodes/n1/targets/4/cpu.folded", None)[1]) == {"app;main;work": 6}
+        b = batch("n1", "boot-u", 2, [target(4, {NOW - 98: {A: 4}})])
+        b.stacks[0].lines.extend([0, 12, 34])
+        assert a.post(b, None)[0] == 200
+        assert folded(a.get("/nodes/n1/targets/4/cpu.folded", None)[1]) == {"app;main;work": 10}
+        assert ch.query(f"SELECT at_lines FROM {db}.stacks FINAL ORDER BY length(at_lines)") \
+            == "[]\n[0,12,34]\n"
     finally:
         a.stop()

@@ -43,8 +43,12 @@ static size_t walk(const WireBatch *b)
 	size_t sum = 0;
 
 	for (size_t i = 0; i < b->n_stacks; i++)
-		for (size_t j = 0; j < b->stacks[i]->n_frames; j++)
+		for (size_t j = 0; j < b->stacks[i]->n_frames; j++) {
 			sum += strlen(b->strings[b->frames[b->stacks[i]->frames[j]]->name]);
+			/* lines, when there are any, are one per frame */
+			if (b->stacks[i]->n_lines)
+				sum += b->stacks[i]->lines[j];
+		}
 	for (size_t t = 0; t < b->n_targets; t++) {
 		const Aperture__Sync__V1__Target *tg = b->targets[t];
 

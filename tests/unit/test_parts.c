@@ -1,5 +1,6 @@
 /* sync/parts.c: the parts of a batch, each a Batch of its own that the aggregator's decoder
  * accepts, its tables holding each entry once. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -39,7 +40,7 @@ static void add_target(struct parts *ps, int pid, int depth, int leaf)
 		snprintf(name, sizeof(name), "f%d", i == depth - 1 ? leaf : i);
 		assert_int_equal(parts_frame(ps, name, &info, &frames[i]), 0);
 	}
-	assert_int_equal(parts_stack(ps, frames, depth, &frames[0]), 0);
+	assert_int_equal(parts_stack(ps, frames, NULL, depth, &frames[0]), 0);
 	assert_int_equal(parts_push(ps, (void ***)&b->targets, &b->n_targets, t), 0);
 }
 
@@ -112,11 +113,61 @@ static void test_room_splits(void **state)
 	parts_free(ps);
 }
 
+/* A stack is its frames and lines: the same frames with other lines is another stack, lines
+ * all unknown go as none, and the decoder refuses lines that are not one per frame. */
+static void test_stack_lines(void **state)
+{
+	uint32_t frames[3], l1[3] = { 0, 12, 4 }, l2[3] = { 0, 12, 5 }, zeros[3] = {0};
+	uint32_t a, b, c, d, e;
+	struct sync_part *out;
+	struct parts *ps;
+	WireBatch *wb;
+	uint8_t *gz;
+	size_t n, len;
+	char why[200];
+
+	assert_int_equal(parts_new("n1", "0123", 1000, &ps), 0);
+	for (int i = 0; i < 3; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_int_equal(parts_frame(ps, name, NULL, &frames[i]), 0);
+	}
+	assert_int_equal(parts_stack(ps, frames, l1, 3, &a), 0);
+	assert_int_equal(parts_stack(ps, frames, l2, 3, &b), 0);
+	assert_int_equal(parts_stack(ps, frames, l1, 3, &c), 0);
+	assert_int_equal(parts_stack(ps, frames, NULL, 3, &d), 0);
+	assert_int_equal(parts_stack(ps, frames, zeros, 3, &e), 0);
+	assert_int_equal(a, c);
+	assert_int_equal(d, e);
+	assert_true(a != b && a != d && b != d);
+	assert_int_equal(parts_encode(ps, 1, NULL, &out, &n), 0);
+	wb = decode(&out[0]);
+	assert_int_equal(wb->n_stacks, 3);
+	assert_int_equal(wb->stacks[a]->n_lines, 3);
+	assert_memory_equal(wb->stacks[a]->lines, l1, sizeof(l1));
+	assert_memory_equal(wb->stacks[b]->lines, l2, sizeof(l2));
+	assert_int_equal(wb->stacks[d]->n_lines, 0);
+
+	/* two lines for three frames: refused, with the reason */
+	wb->stacks[b]->n_lines = 2;
+	assert_int_equal(wire_encode(wb, &gz, &len), 0);
+	wire_free(wb);
+	assert_int_equal(wire_decode(gz, len, &wire_default_limits, &wb, why, sizeof(why)),
+			 -EINVAL);
+	assert_null(wb);
+	assert_non_null(strstr(why, "2 lines for 3 frames"));
+	free(gz);
+	sync_parts_free(out, n);
+	parts_free(ps);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tables_hold_each_entry_once),
 		cmocka_unit_test(test_room_splits),
+		cmocka_unit_test(test_stack_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

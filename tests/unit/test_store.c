@@ -592,11 +592,145 @@ static void test_frame_info(void **state)
 	profile_unref(p);
 }
 
+/* The count of the stack frames running lines in a snapshot's lined stacks, 0 if absent;
+ * fails if it appears twice. lines NULL: unknown lines, all 0. */
+static uint64_t lined_count_of(const struct profile_snapshot *s, const uint32_t *frames,
+			       const uint32_t *lines, size_t depth)
+{
+	static const uint32_t zeros[8];
+	uint64_t count = 0;
+	int found = 0;
+
+	for (size_t i = 0; i < s->nlined; i++) {
+		const struct profile_stack *st = &s->lined[i];
+
+		assert_non_null(st->lines);
+		if (st->depth != depth || memcmp(st->frames, frames, depth * sizeof(*frames)) ||
+		    memcmp(st->lines, lines ? lines : zeros, depth * sizeof(*lines)))
+			continue;
+		assert_int_equal(found, 0);
+		found = 1;
+		count = st->count;
+	}
+	return count;
+}
+
+/* A stack is counted per lines for pprof, and once for every other view: the same totals. */
+static void test_line_variants(void **state)
+{
+	struct profile *p = profile_new("samples");
+	struct profile_snapshot *s, *w, *copy = NULL;
+	struct profile_seconds *sec;
+	int64_t t = now_sec();
+	uint32_t work[3], other[3], zeros[3] = {0};
+	uint32_t l20[3] = { 0, 10, 20 }, l21[3] = { 0, 10, 21 }, l30[3] = { 0, 11, 30 };
+	uint64_t lined_sum = 0;
+
+	work[0] = other[0] = frame(p, "thread");
+	work[1] = other[1] = frame(p, "main");
+	work[2] = frame(p, "work");
+	other[2] = frame(p, "other");
+	/* second t - 1 first: a second added after a newer one may go to a coarse bucket */
+	assert_int_equal(profile_add_lines(p, t - 1, work, l20, 3, 5), 0);
+	/* all lines 0 is unknown lines: the same variant as none told */
+	assert_int_equal(profile_add_lines(p, t - 1, work, zeros, 3, 1), 0);
+	assert_int_equal(profile_add_lines(p, t, work, l20, 3, 3), 0);
+	assert_int_equal(profile_add_lines(p, t, work, l21, 3, 2), 0);
+	assert_int_equal(profile_add(p, t, work, 3, 1), 0);
+	assert_int_equal(profile_add_lines(p, t, other, l30, 3, 4), 0);
+
+	s = snap(p, 0);
+	w = snap(p, t - 5);
+	for (int k = 0; k < 2; k++) {
+		const struct profile_snapshot *x = k ? w : s;
+
+		assert_int_equal(x->total, 16);
+		assert_int_equal(x->nstacks, 2);
+		assert_int_equal(count_of(x, work, 3), 12);
+		assert_int_equal(count_of(x, other, 3), 4);
+		for (size_t i = 0; i < x->nstacks; i++)
+			assert_null(x->stacks[i].lines);
+		assert_int_equal(x->nlined, 4);
+		assert_int_equal(lined_count_of(x, work, l20, 3), 8);
+		assert_int_equal(lined_count_of(x, work, l21, 3), 2);
+		assert_int_equal(lined_count_of(x, work, NULL, 3), 2);
+		assert_int_equal(lined_count_of(x, other, l30, 3), 4);
+	}
+	for (size_t i = 0; i < s->nlined; i++)
+		lined_sum += s->lined[i].count;
+	assert_int_equal(lined_sum, s->total);
+	/* a window of the last second only: its own lines */
+	profile_snapshot_free(w);
+	w = snap(p, t);
+	assert_int_equal(w->total, 10);
+	assert_int_equal(count_of(w, work, 3), 6);
+	assert_int_equal(lined_count_of(w, work, l20, 3), 3);
+	assert_int_equal(lined_count_of(w, work, NULL, 3), 1);
+
+	assert_int_equal(profile_snapshot_dup(s, &copy), 0);
+	assert_int_equal(copy->nlined, 4);
+	assert_int_equal(lined_count_of(copy, work, l21, 3), 2);
+	assert_int_equal(count_of(copy, work, 3), 12);
+
+	/* sync's seconds: per line variant, lines told */
+	assert_int_equal(profile_seconds(p, t, t + 1, &sec), 0);
+	assert_int_equal(sec->nstacks, 4);
+	for (size_t i = 0; i < sec->nstacks; i++) {
+		const struct profile_stack *st = &sec->stacks[i];
+
+		assert_non_null(st->lines);
+		if (!memcmp(st->lines, l21, sizeof(l21)))
+			assert_int_equal(st->count, 2);
+		if (!memcmp(st->lines, l30, sizeof(l30)))
+			assert_int_equal(st->count, 4);
+	}
+	profile_seconds_free(sec);
+
+	profile_reset(p);
+	profile_snapshot_free(w);
+	w = snap(p, 0);
+	assert_int_equal(w->total, 0);
+	assert_int_equal(w->nlined, 0);
+	profile_snapshot_free(w);
+	profile_snapshot_free(copy);
+	profile_snapshot_free(s);
+	profile_unref(p);
+}
+
+/* Past the budget a new line variant is counted in its stack with unknown lines: the stack's
+ * count and the total stay exact, known variants go on counting. */
+static void test_line_variants_past_the_budget(void **state)
+{
+	struct profile *p = profile_new("samples");
+	uint32_t work[2], l1[2] = { 0, 7 }, l2[2] = { 0, 8 };
+	struct profile_snapshot *s;
+	int64_t t = now_sec();
+
+	work[0] = frame(p, "thread");
+	work[1] = frame(p, "work");
+	assert_int_equal(profile_add_lines(p, t, work, l1, 2, 1), 0);
+	profile_set_budget(1);
+	assert_int_equal(profile_add_lines(p, t, work, l2, 2, 2), 0);
+	assert_int_equal(profile_add_lines(p, t, work, l1, 2, 3), 0);
+	profile_set_budget(SIZE_MAX);
+	s = snap(p, 0);
+	assert_int_equal(s->total, 6);
+	assert_int_equal(count_of(s, work, 2), 6);
+	assert_int_equal(s->nlined, 2);
+	assert_int_equal(lined_count_of(s, work, l1, 2), 4);
+	assert_int_equal(lined_count_of(s, work, NULL, 2), 2);
+	assert_int_equal(lined_count_of(s, work, l2, 2), 0);
+	profile_snapshot_free(s);
+	profile_unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_interning),
 		cmocka_unit_test(test_frame_info),
+		cmocka_unit_test(test_line_variants),
+		cmocka_unit_test(test_line_variants_past_the_budget),
 		cmocka_unit_test(test_totals),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_window_since_clamped),

@@ -253,6 +253,77 @@ static void test_odd_names(void **state)
 	profile_snapshot_free(s);
 }
 
+/* The line of a location, checked to be the only one. */
+static uint64_t line_of(const Perftools__Profiles__Profile *p, uint64_t location_id)
+{
+	for (size_t i = 0; i < p->n_location; i++) {
+		if (p->location[i]->id != location_id)
+			continue;
+		assert_int_equal(p->location[i]->n_line, 1);
+		return p->location[i]->line[0]->line;
+	}
+	fail_msg("no location %" PRIu64, location_id);
+	return 0;
+}
+
+/* A location per function and line running in it; the function says where it starts; the
+ * folded view still has the stack once. */
+static void test_pprof_lines(void **state)
+{
+	struct frame_info hot_info = { "hot.c", 3, "/usr/bin/app", NULL };
+	struct frame_info main_info = { "hot.c", 10, "/usr/bin/app", NULL };
+	struct profile *pr = profile_new("samples");
+	uint32_t frames[3], at4[3] = { 0, 12, 4 }, at5[3] = { 0, 12, 5 };
+	struct profile_snapshot *s;
+	Perftools__Profiles__Profile *p;
+	uint64_t by_line[8] = {0}, total = 0;
+	char *out;
+	size_t len;
+
+	assert_int_equal(profile_frame_id(pr, "t", &frames[0]), 0);
+	assert_int_equal(profile_frame_id_info(pr, "main", &main_info, &frames[1]), 0);
+	assert_int_equal(profile_frame_id_info(pr, "hot", &hot_info, &frames[2]), 0);
+	assert_int_equal(profile_add_lines(pr, T0, frames, at4, 3, 3), 0);
+	assert_int_equal(profile_add_lines(pr, T0, frames, at5, 3, 2), 0);
+	assert_int_equal(profile_snapshot(pr, 0, &s), 0);
+	profile_unref(pr);
+	s->since = T0;
+
+	out = render(view_pprof, s, &len);
+	p = decode_pprof(out, len);
+	assert_int_equal(p->n_sample, 2);
+	assert_int_equal(p->n_function, 2);
+	assert_int_equal(p->n_location, 3);
+	for (size_t i = 0; i < p->n_sample; i++) {
+		const Perftools__Profiles__Sample *sm = p->sample[i];
+		const Perftools__Profiles__Function *leaf = function_of(p, sm->location_id[0]);
+		const Perftools__Profiles__Function *caller = function_of(p, sm->location_id[1]);
+
+		assert_int_equal(sm->n_location_id, 2);
+		assert_string_equal(str(p, leaf->name), "hot");
+		assert_int_equal(leaf->start_line, 3);
+		assert_string_equal(str(p, caller->name), "main");
+		assert_int_equal(caller->start_line, 10);
+		assert_int_equal(line_of(p, sm->location_id[1]), 12);
+		by_line[line_of(p, sm->location_id[0])] += sm->value[0];
+		total += sm->value[0];
+	}
+	assert_int_equal(by_line[4], 3);
+	assert_int_equal(by_line[5], 2);
+	assert_int_equal(total, 5);
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	free(out);
+	{
+		FILE *f = open_memstream(&out, &len);
+
+		assert_int_equal(view_folded(s, f), 0);
+		fclose(f);
+		assert_string_equal(out, "t;main;hot 5\n");
+		free(out);
+	}
+	profile_snapshot_free(s);
+}
+
 static void test_frame_infos(void **state)
 {
 	struct frame_info info = { "src/app.c", 42, "/usr/bin/app", "0123abcd" };
@@ -513,6 +584,7 @@ int main(void)
 		cmocka_unit_test(test_one_stack),
 		cmocka_unit_test(test_odd_names),
 		cmocka_unit_test(test_frame_infos),
+		cmocka_unit_test(test_pprof_lines),
 		cmocka_unit_test(test_colours),
 		cmocka_unit_test(test_narrow_frames),
 		cmocka_unit_test(test_diff),
