@@ -38,20 +38,27 @@ def status_kb(pid, key):
     return 0
 
 
-def holds_perf_events(pid):
-    """How many perf_event fds pid holds: a profiler started by PID is attached once it has
-    them (the BPF program or ring buffer is bound to them right after)."""
+def fds_of_kind(pid, *kinds):
+    """How many fds pid holds whose link names one of kinds ("perf_event", "bpf-link",
+    "bpf-prog"...), -1 if there is no such process: a tracer started as PID is attached once
+    it holds its perf events or BPF links."""
     n = 0
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
             try:
-                if "perf_event" in os.readlink(f"/proc/{pid}/fd/{fd}"):
-                    n += 1
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
             except OSError:
-                pass
+                continue
+            n += any(k in target for k in kinds)
     except FileNotFoundError:
         return -1
     return n
+
+
+def holds_perf_events(pid):
+    """How many perf_event fds pid holds (the BPF program or ring buffer of a profiler is
+    bound to them right after it opens them)."""
+    return fds_of_kind(pid, "perf_event")
 
 
 def bpf_prog_stats(pid):

@@ -21,8 +21,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (Daemon, Gated, folded_stats, median, read_text, set_bpf_stats,  # noqa
-                    task_cpu_s, wait_until)
+from common import (Daemon, Gated, fds_of_kind, folded_stats, median, read_text,  # noqa
+                    set_bpf_stats, task_cpu_s, wait_until)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BYSTANDER = "switches of a process that is not a target, aperture offcpu.folded"
@@ -117,17 +117,7 @@ class Offcputime(External):
 
     def ready(self):
         # It prints nothing until it ends; it is attached once it holds its programs.
-        try:
-            fds = os.listdir(f"/proc/{self.proc.pid}/fd")
-        except OSError:
-            return False
-        for fd in fds:
-            try:
-                if "bpf-prog" in os.readlink(f"/proc/{self.proc.pid}/fd/{fd}"):
-                    return True
-            except OSError:
-                pass
-        return False
+        return fds_of_kind(self.proc.pid, "bpf-prog") > 0
 
 
 def switch_prog_stats(pid):

@@ -30,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Daemon, holds_perf_events, wait_until  # noqa: E402
+from common import Daemon, fds_of_kind, holds_perf_events, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -65,22 +65,6 @@ def children(pid):
     return [int(p) for p in out.split()]
 
 
-def holds_bpf_link_or_perf(pid):
-    """A tracer has attached once it holds a BPF link or a perf event (tracepoints)."""
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:
-        return False
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if "bpf-link" in target or "bpf_link" in target or "perf_event" in target:
-            return True
-    return False
-
-
 class Profiler:
     """Attaches one configuration to pids (children of ppid, but for nginx's master);
     detach() ends it."""
@@ -101,7 +85,8 @@ class Profiler:
         elif self.kind == "tool":
             self.proc = subprocess.Popen([a.format(ppid=ppid) for a in self.what],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if not wait_until(lambda: holds_bpf_link_or_perf(self.proc.pid), 60, 0.05):
+            if not wait_until(lambda: fds_of_kind(self.proc.pid, "bpf-link", "bpf_link",
+                                                "perf_event") > 0, 60, 0.05):
                 raise RuntimeError(f"{self.what[0]} did not attach")
             time.sleep(0.5)  # the rest of its probes
         elif self.kind:

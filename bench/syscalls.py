@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Daemon, Gated, median, read_text, wait_until  # noqa: E402
+from common import Daemon, Gated, fds_of_kind, median, read_text, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SETTLE_S = 0.3
@@ -113,17 +113,7 @@ def traced(tool, pid):
 def holds_bpf_or_perf(tool, pid):
     """A BPF tool is attached once it holds a BPF link or perf event fd (raw tracepoints
     are links; tracepoints through perf events)."""
-    try:
-        for fd in os.listdir(f"/proc/{tool.proc.pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{tool.proc.pid}/fd/{fd}")
-            except OSError:
-                continue
-            if "bpf-link" in target or "perf_event" in target or "bpf_link" in target:
-                return True
-    except FileNotFoundError:
-        pass
-    return False
+    return fds_of_kind(tool.proc.pid, "bpf-link", "bpf_link", "perf_event") > 0
 
 
 def printed(text):
