@@ -160,18 +160,23 @@ static int lookup(struct kernel_syms *ks, uint64_t addr, char *buf, size_t len, 
 
 int kernel_syms_name(struct kernel_syms *ks, uint64_t addr, char *buf, size_t len)
 {
+	bool stale, ring_lost;
 	int64_t age;
-	bool stale;
 	int err;
 
 	pthread_mutex_lock(&ks->lock);
 	if (!ks->started)
 		start(ks);
-	if (ks->events && ksym_events_read(ks->events, on_record, ks))
+	ring_lost = ks->events && ksym_events_read(ks->events, on_record, ks);
+	if (ring_lost)
 		ks->lost = true;
-	/* A lost report may be an unload whose address a newer program took: nothing reported
-	 * can be trusted until kallsyms is read again, whatever the name found. */
-	if (ks->lost && ks->events && ks->table && mono_ms() - ks->read_ms >= KERNEL_SYMS_REREAD_MS)
+	/* A lost report may be an unload whose address a newer program took, or the load of the
+	 * very code being named: nothing reported can be trusted until kallsyms is read again,
+	 * whatever the name found, and a wrong name would stay in the collectors' caches of
+	 * named stacks. So a ring that overflowed makes the read at once: it held hundreds of
+	 * reports since the last read, which bounds how often that happens. */
+	if (ks->lost && ks->events && ks->table &&
+	    (ring_lost || mono_ms() - ks->read_ms >= KERNEL_SYMS_REREAD_MS))
 		reread(ks, mono_ms());
 	err = lookup(ks, addr, buf, len, &stale);
 	if (stale && ks->table) {

@@ -1,8 +1,8 @@
-/* Kernel addresses to names, kept current: /proc/kallsyms as read at start, the code the
- * kernel reports loading since (BPF programs, trampolines: ksym_events.h, with their exact
- * extent), and kallsyms read again when an address may be in code loaded since that nothing
- * reported (a module) or reports were lost, at most every KERNEL_SYMS_REREAD_MS (a read
- * costs 60 ms of CPU here). Thread-safe. */
+/* Kernel addresses to names, kept current: /proc/kallsyms as read at the first name, the
+ * code the kernel reports loading since (BPF programs, trampolines: ksym_events.h, with their
+ * exact extent), and kallsyms read again at once when reports were lost, and when an address
+ * may be in code loaded since that nothing reported (a module) at most every
+ * KERNEL_SYMS_REREAD_MS (a read costs 60 ms of CPU here). Thread-safe. */
 #ifndef APERTURE_SYMBOLS_KERNEL_SYMS_H
 #define APERTURE_SYMBOLS_KERNEL_SYMS_H
 
