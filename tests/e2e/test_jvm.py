@@ -213,6 +213,9 @@ def test_spinning_thread_tops_busy(daemon, attached):
     assert not next(r for r in rows if r["name"] == "idle-1")["stack"]
 
 
+# slow: the window's C code runs under the sanitizers in test_waits.py's native twin, the
+# JVM's busy rows in test_spinning_thread_tops_busy.
+@pytest.mark.slow
 def test_busy_ranks_java_threads_over_the_targets_window(daemon, classes):
     """early-spin spins ~5 s, then late-spin ~2.5 s: over the last 2 s late-spin was the busy
     one (early-spin drops out), since enable early-spin was."""
@@ -383,6 +386,9 @@ def test_allocation_heavy_method_tops_alloc(daemon, hot):
     assert not any("0x" in f for f in frames), "hidden classes' addresses are dropped"
 
 
+# slow: the bound is the agent's (never sanitized); the daemon's side of alloc samples runs
+# under the sanitizers in test_allocation_heavy_method_tops_alloc.
+@pytest.mark.slow
 def test_allocation_sampling_rate_is_bounded_and_estimates_stay_right(daemon, hot):
     """The allocator allocates gigabytes a second: at one sample per 512 KiB that would be
     thousands of stack walks a second. The agent samples less often and counts each sample
@@ -423,6 +429,9 @@ def test_contended_block_tops_monitors(daemon, hot):
     assert by_leaf["Hot.contended"] > 2000
 
 
+# slow: the sampling is the agent's (never sanitized); the daemon's side of monitor samples
+# runs under the sanitizers in test_contended_block_tops_monitors.
+@pytest.mark.slow
 def test_juc_lock_waits_are_sampled_and_synchronized_stays_exact(daemon, classes):
     """Locks times its own waits for 4 s: three threads on a ReentrantLock, two on a
     synchronized block, and a Condition and a CountDownLatch waiter that wait on no lock."""
