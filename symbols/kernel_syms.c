@@ -147,6 +147,22 @@ static void reread(struct kernel_syms *ks, int64_t now)
 	ks->lost = false;
 }
 
+void kernel_syms_drop(struct kernel_syms *ks)
+{
+	pthread_mutex_lock(&ks->lock);
+	forget_range(ks, 0, UINT64_MAX);
+	free(ks->loaded);
+	ks->loaded = NULL;
+	ks->cap = 0;
+	ksym_events_free(ks->events);
+	ks->events = NULL;
+	kallsyms_free(ks->table);
+	ks->table = NULL;
+	ks->lost = false;
+	ks->started = false;
+	pthread_mutex_unlock(&ks->lock);
+}
+
 /* Under ks->lock: the name into buf, 0, -ENOENT or -ENOSPC; *stale as kallsyms_name's. */
 static int lookup(struct kernel_syms *ks, uint64_t addr, char *buf, size_t len, bool *stale)
 {

@@ -22,6 +22,10 @@ struct kernel_syms;
 int kernel_syms_new(struct kernel_syms **out);
 void kernel_syms_free(struct kernel_syms *ks);
 
+/* Forgets kallsyms and the reports until the next name asks for them again (60 ms of CPU):
+ * for a daemon whose targets are all gone, which names nothing meanwhile. */
+void kernel_syms_drop(struct kernel_syms *ks);
+
 /* The function at addr into buf: 0, -ENOENT if none is known, -ENOSPC if len is too small. */
 int kernel_syms_name(struct kernel_syms *ks, uint64_t addr, char *buf, size_t len);
 

@@ -10,6 +10,7 @@
 
 #include "symbols/demangle.h"
 #include "symbols/elf_file.h"
+#include "symbols/kernel_syms.h"
 #include "symbols/file_cache.h"
 #include "symbols/perf_map.h"
 #include "symbols/procmaps.h"
@@ -234,8 +235,10 @@ void proc_syms_free(struct proc_syms *ps)
 	perf_map_free(ps->jit);
 	pthread_mutex_destroy(&ps->refresh_lock);
 	pthread_rwlock_destroy(&ps->lock);
-	if (atomic_fetch_sub(&ps->s->processes, 1) == 1)
+	if (atomic_fetch_sub(&ps->s->processes, 1) == 1) {
 		file_cache_drop_idle(ps->s->files);
+		kernel_syms_drop(ps->s->kernel);
+	}
 	free(ps);
 }
 

@@ -19,7 +19,7 @@ struct symbolizer {
 	size_t vdso_size;
 	_Atomic bool raw_names;		/* demangling switched off */
 	/* proc_syms alive: when the last goes, no process is named any more and the idle
-	 * files are dropped, so a daemon whose targets are gone shrinks back. */
+	 * files and kallsyms are dropped, so a daemon whose targets are gone shrinks back. */
 	atomic_size_t processes;
 };
 
