@@ -162,12 +162,13 @@ def folded_stats(text):
 class Daemon:
     """`aperture mount --foreground` on a fresh temporary mount point."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, env=None):
         self.binary = binary
         self.mnt = tempfile.mkdtemp(prefix="aperture-bench-")
         self.log = open(os.path.join(tempfile.gettempdir(), "aperture-bench-daemon.log"), "a")
         self.proc = subprocess.Popen([binary, "mount", "--foreground", self.mnt],
-                                     stdout=self.log, stderr=self.log)
+                                     stdout=self.log, stderr=self.log,
+                                     env=dict(os.environ, **(env or {})))
         self.pid = self.proc.pid
         if not wait_until(lambda: os.path.ismount(self.mnt), 10):
             self.stop()

@@ -31,8 +31,9 @@ CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer"
 class Aperture:
     name = "aperture offcpu.folded"
 
-    def __init__(self, daemon):
+    def __init__(self, daemon, suffix=""):
         self.d = daemon
+        self.name += suffix
 
     def attach(self, pid, tmp):
         self.pid = pid
@@ -120,9 +121,16 @@ class Offcputime(External):
         return fds_of_kind(self.proc.pid, "bpf-prog") > 0
 
 
+# The programs that run at sched_switch, by their names (bpftool's, from BTF): aperture's and
+# bcc_offcpu.py's TRACEPOINT_PROBE.
+SWITCH_PROGS = ("offcpu_switch", "tracepoint__sched__sched_switch")
+
+
 def switch_prog_stats(pid):
-    """(run_cnt, run_time_ns) of the tracepoint and raw_tracepoint programs pid holds: its
-    sched_switch program, and exec hooks that run a few times."""
+    """(sched_switch runs, run_time_ns of all) of the tracepoint and raw_tracepoint programs
+    pid holds: its sched_switch program, aperture's sched_exit_tp program where stacks are
+    taken at switch-in (it runs on every switch as well: its time is part of a switch's
+    cost), and exec hooks that run a few times."""
     cnt = ns = 0
     for fd in os.listdir(f"/proc/{pid}/fdinfo"):
         try:
@@ -131,8 +139,11 @@ def switch_prog_stats(pid):
         except OSError:
             continue
         if info.get("prog_type", "").strip() in ("5", "17") and "run_cnt" in info:
-            cnt += int(info["run_cnt"])
             ns += int(info["run_time_ns"])
+            show = subprocess.run(["bpftool", "-j", "prog", "show", "id",
+                                   info["prog_id"].strip()], capture_output=True, text=True)
+            if show.returncode == 0 and json.loads(show.stdout).get("name") in SWITCH_PROGS:
+                cnt += int(info["run_cnt"])
     return cnt, ns
 
 
@@ -207,11 +218,16 @@ def main():
                     os.path.join(HERE, "workloads", "pingpong.c")], check=True)
     argv = [binary, str(args.trips)]
     daemon = Daemon(os.path.abspath(args.aperture))
+    # The method of kernels without sched_exit_tp (before 6.16): stacks at every switch-out.
+    daemon_out = Daemon(os.path.abspath(args.aperture),
+                        env={"APERTURE_OFFCPU_AT_SWITCH_OUT": "1"})
     # The off-CPU collector alone: what is measured is its cost.
-    with open(daemon.path("config", "collectors"), "w") as f:
-        f.write("offcpu")
+    for d in (daemon, daemon_out):
+        with open(d.path("config", "collectors"), "w") as f:
+            f.write("offcpu")
     tracers = [Aperture(daemon), BccMethod(), ApertureMin1ms(daemon), BccMethodMin1ms(),
                Offcputime()]
+    at_out = " (stacks at switch-out)"
     pairs = {t.name: [] for t in tracers}
     errors = {}
     try:
@@ -229,7 +245,9 @@ def main():
                 pairs[t.name].append((base, prof))
                 print(f"pair {r} {t.name}: {prof['wall'] / base['wall']:.3f}", flush=True)
         paired = {}
-        for ap_t, bcc_t in ((tracers[0], tracers[1]), (tracers[2], tracers[3])):
+        for ap_t, bcc_t in ((tracers[0], tracers[1]), (tracers[2], tracers[3]),
+                            (Aperture(daemon_out, at_out), tracers[1]),
+                            (ApertureMin1ms(daemon_out, at_out), tracers[3])):
             if ap_t.name not in errors and bcc_t.name not in errors and args.paired:
                 paired[ap_t.name] = (bcc_t.name, paired_ns(argv, ap_t, bcc_t, tmp,
                                                            args.paired))
@@ -238,6 +256,7 @@ def main():
                                                             args.paired, bystander=True))
     finally:
         daemon.stop()
+        daemon_out.stop()
     rows = {}
     for name, ps in pairs.items():
         if not ps:

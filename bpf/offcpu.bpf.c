@@ -1,10 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Off-CPU time: at each context switch, a thread of an enabled tgid that leaves the CPU has
- * its stacks and the time recorded (start map, by tid); when it comes back, the time it was
- * away is added in the kernel to a counts map keyed like cpu's, so userspace reads one entry
- * per (thread, stack) a second however many switches there were. Waits shorter than
- * min_ns are dropped here. A worker thread (workers map, filled by userspace) away longer
- * than blocking_ns also sends an event with its stacks through a ring buffer.
+ * the time recorded (start map, by tid); when it comes back, the time it was away is added
+ * in the kernel to a counts map keyed like cpu's, so userspace reads one entry per (thread,
+ * stack) a second however many switches there were. Waits shorter than min_ns are dropped
+ * here. A worker thread (workers map, filled by userspace) away longer than blocking_ns also
+ * sends an event with its stacks through a ring buffer.
+ *
+ * Where the stacks are taken: walking them is most of the cost of a target's switch (the
+ * kernel stack alone 60-70 %), so they are taken only for waits that are kept, when the
+ * thread comes back and the wait's length is known. That needs a program that runs in the
+ * woken thread while its kernel stack is still the wait's: sched_exit_tp, a bare tracepoint
+ * at the end of __schedule (Linux 6.16+), where BCC's offcputime uses a kprobe on
+ * finish_task_switch. Where it is missing (stacks_at_switch_in false, set by userspace
+ * before load), the stacks are taken at switch-out, for every wait.
  *
  * sched_switch through a raw tracepoint: tp_btf is not available on every kernel we run on
  * (not on this one), and the raw tracepoint's arguments are the same. */
@@ -103,6 +111,7 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+const volatile bool stacks_at_switch_in = false;
 __u64 min_ns = 1000;
 __u64 blocking_ns = 5000000;
 __u64 stacks_stored = 0;
@@ -154,24 +163,13 @@ static __always_inline __u64 switch_time(__u64 *now)
 	return *now;
 }
 
-static __always_inline void switch_out(void *ctx, bool preempt, unsigned int prev_state,
-				       __u64 *now)
+/* The wait's stacks, into the thread's record: at switch-out or at switch-in, the same
+ * stacks (the task is inside __schedule either way; userspace drops the tracing frames). */
+static __always_inline void take_stacks(void *ctx, struct offcpu_start *st)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = id;
-	struct offcpu_start *st;
 	long err;
 
-	if (!may_be_target(tgid))
-		return;
-	/* A dead task's last switch-out has no return. */
-	if (prev_state & TASK_DEAD_STATE) {
-		bpf_map_delete_elem(&start, &tid);
-		return;
-	}
-	st = thread_record(tgid, tid);
-	if (!st)
-		return;
+	stat_inc(OFFCPU_STAT_STACK_WALKS);
 	st->key.flags = 0;
 	bpf_get_current_comm(st->key.comm, sizeof(st->key.comm));
 	err = capture_stack(ctx, &scratch, &stacks, BPF_F_USER_STACK, &stacks_stored,
@@ -185,6 +183,35 @@ static __always_inline void switch_out(void *ctx, bool preempt, unsigned int pre
 	err = capture_stack(ctx, &scratch, &stacks, 0, &stacks_stored, &st->key.kstack);
 	if (err == -E2BIG || err == -ENOMEM)
 		stat_inc(OFFCPU_STAT_STACKS_FULL);
+}
+
+static __always_inline void switch_out(void *ctx, bool preempt, unsigned int prev_state,
+				       __u64 *now)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = id;
+	struct offcpu_start *st;
+	struct pt_regs *regs;
+
+	if (!may_be_target(tgid))
+		return;
+	/* A dead task's last switch-out has no return. */
+	if (prev_state & TASK_DEAD_STATE) {
+		bpf_map_delete_elem(&start, &tid);
+		return;
+	}
+	st = thread_record(tgid, tid);
+	if (!st)
+		return;
+	if (stacks_at_switch_in) {
+		/* Two loads where a walk would be: enough to walk the user stack later, from
+		 * userspace, should threads/dump ask while the thread is still away. */
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		st->user_ip = regs ? BPF_CORE_READ(regs, ip) : 0;
+		st->user_bp = regs ? BPF_CORE_READ(regs, bp) : 0;
+	} else {
+		take_stacks(ctx, st);
+	}
 	st->state = prev_state;
 	st->preempt = preempt;
 	st->ts = switch_time(now);
@@ -239,11 +266,25 @@ static __always_inline void task_ids(struct task_struct *task, __u32 *tid, __u32
 	*tgid = BPF_CORE_READ(task, tgid);
 }
 
+/* st's thread is back after delta ns away: counted if it is long enough, a worker's long
+ * wait logged. ctx is the woken thread's own when stacks are taken at switch-in. */
+static __always_inline void wait_ends(void *ctx, struct offcpu_start *st, __u64 delta)
+{
+	bool worker_blocked = delta >= blocking_ns && bpf_map_lookup_elem(&workers, &st->key.tid);
+
+	if (stacks_at_switch_in && (delta >= min_ns || worker_blocked))
+		take_stacks(ctx, st);
+	if (delta >= min_ns)
+		add_time(st, delta);
+	if (worker_blocked)
+		send_event(st, delta);
+	st->ts = 0;
+}
+
 static __always_inline void switch_in(struct task_struct *next, __u64 *now)
 {
 	struct offcpu_start *st;
 	__u32 tid, tgid;
-	__u64 delta;
 
 	task_ids(next, &tid, &tgid);
 	/* Only a target's threads have a record; those of a target disabled since were
@@ -253,12 +294,7 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now)
 	st = bpf_map_lookup_elem(&start, &tid);
 	if (!st || !st->ts)
 		return;
-	delta = switch_time(now) - st->ts;
-	if (delta >= min_ns)
-		add_time(st, delta);
-	if (delta >= blocking_ns && bpf_map_lookup_elem(&workers, &tid))
-		send_event(st, delta);
-	st->ts = 0;
+	wait_ends(NULL, st, switch_time(now) - st->ts);
 }
 
 /* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
@@ -272,7 +308,27 @@ int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 	__u64 now = 0;
 
 	switch_out(ctx, preempt, prev_state, &now);
-	switch_in(next, &now);
+	if (!stacks_at_switch_in)
+		switch_in(next, &now);
+	return 0;
+}
+
+/* TP_PROTO(bool is_switch): the end of __schedule, in the task now running; is_switch says
+ * it is back from a switch-out, with its wait's kernel stack still below. Loaded only where
+ * stacks are taken at switch-in. */
+SEC("raw_tracepoint/sched_exit_tp")
+int offcpu_switched_in(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = id;
+	struct offcpu_start *st;
+
+	if (!ctx->args[0] || !may_be_target(tgid))
+		return 0;
+	st = bpf_map_lookup_elem(&start, &tid);
+	if (!st || !st->ts)
+		return 0;
+	wait_ends(ctx, st, bpf_ktime_get_ns() - st->ts);
 	return 0;
 }
 

@@ -22,6 +22,9 @@ struct offcpu_start {
 	__u64 ts;           /* switch-out, bpf_ktime_get_ns */
 	__u32 state;        /* prev_state at switch-out: 0 = still runnable (preempted) */
 	__u32 preempt;      /* the switch was a preemption */
+	/* The user registers at switch-out when stacks are taken at switch-in (key's stacks
+	 * are then the last kept wait's): where a thread off CPU now waits, for threads/dump. */
+	__u64 user_ip, user_bp;
 };
 
 /* A worker thread was off CPU longer than the blocking threshold: sent at switch-in. */
@@ -39,6 +42,7 @@ enum offcpu_stat {
 	OFFCPU_STAT_STACKS_FULL, /* stack not stored: stacks map full */
 	OFFCPU_STAT_START_FULL,  /* switch-out not recorded: start map full */
 	OFFCPU_STAT_EVENTS_LOST, /* blocking event dropped: ring buffer full */
+	OFFCPU_STAT_STACK_WALKS, /* waits whose stacks were taken (a user and a kernel walk) */
 	OFFCPU_STAT_NR,
 };
 

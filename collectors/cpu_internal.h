@@ -175,7 +175,7 @@ struct cpu_named_stack *cpu_name_pcs(struct cpu_collector *c, struct cpu_target_
 int cpu_add_stacks(struct cpu_target_state *t, const char *raw_comm,
 		   const struct cpu_named_stack *user, bool user_err,
 		   const struct cpu_named_stack *kern, uint64_t count, int64_t now);
-/* The key hash of a dwarf-mode user stack of depth pcs (leaf first). */
+/* The key hash of a stack of depth pcs (leaf first): the BPF programs' (stack_capture.bpf.h). */
 uint64_t cpu_hash_pcs(const uint64_t *pcs, uint32_t depth);
 /* Sums over the CPUs of entries 0..n-1 of a per-CPU array of __u64 (entries that can't be
  * read stay 0). */

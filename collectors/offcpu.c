@@ -6,7 +6,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/uio.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <uthash.h>
 #include "bpf/offcpu.h"
@@ -29,7 +31,8 @@ struct offcpu_collector {
 	struct offcpu_bpf *skel;
 	struct cpu_collector *cpu; /* whose naming of stacks is shared */
 	struct symbolizer *syms;
-	struct bpf_link *switch_link, *exec_link; /* attached while a target exists */
+	struct bpf_link *switch_link, *exec_link, *switched_in_link; /* while a target exists */
+	bool at_switch_in;        /* stacks taken at switch-in (sched_exit_tp), for kept waits */
 	struct ring_buffer *events;
 	struct swap_map counts;
 	struct offcpu_target_state *targets;
@@ -50,6 +53,25 @@ static const struct swap_map_spec counts_spec = {
 	.max_entries = 32768,
 	.flags = 0,
 };
+
+/* Whether this kernel has the tracepoint stacks are taken at, at switch-in, for kept waits
+ * only (Linux 6.16+): its BTF declares it. APERTURE_OFFCPU_AT_SWITCH_OUT=1 takes them at
+ * switch-out as older kernels do, for tests and benchmarks of that path. */
+static bool have_switched_in_tracepoint(void)
+{
+	const char *force = getenv("APERTURE_OFFCPU_AT_SWITCH_OUT");
+	struct btf *vmlinux;
+	bool found;
+
+	if (force && strcmp(force, "0"))
+		return false;
+	vmlinux = btf__load_vmlinux_btf();
+	if (!vmlinux)
+		return false;
+	found = btf__find_by_name_kind(vmlinux, "btf_trace_sched_exit_tp", BTF_KIND_TYPEDEF) > 0;
+	btf__free(vmlinux);
+	return found;
+}
 
 int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **out,
 			 char *errbuf, size_t errlen)
@@ -80,6 +102,9 @@ int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **ou
 		snprintf(errbuf, errlen, "creating maps: %s", strerror(-err));
 		goto fail;
 	}
+	c->at_switch_in = have_switched_in_tracepoint();
+	c->skel->rodata->stacks_at_switch_in = c->at_switch_in;
+	bpf_program__set_autoload(c->skel->progs.offcpu_switched_in, c->at_switch_in);
 	err = offcpu_bpf__load(c->skel);
 	if (!err)
 		err = swap_map_install(&c->counts);
@@ -99,8 +124,9 @@ fail:
 static void detach_locked(struct offcpu_collector *c)
 {
 	bpf_link__destroy(c->switch_link);
+	bpf_link__destroy(c->switched_in_link);
 	bpf_link__destroy(c->exec_link);
-	c->switch_link = c->exec_link = NULL;
+	c->switch_link = c->switched_in_link = c->exec_link = NULL;
 	c->running = false;
 	if (c->events)
 		ring_buffer__consume(c->events);
@@ -192,6 +218,16 @@ static int attach_locked(struct offcpu_collector *c, char *errbuf, size_t errlen
 		}
 	}
 	c->exec_link = bpf_program__attach(c->skel->progs.offcpu_exec);
+	if (c->exec_link && c->at_switch_in) {
+		/* Before sched_switch: no wait starts that nothing would end. */
+		c->switched_in_link = bpf_program__attach(c->skel->progs.offcpu_switched_in);
+		if (!c->switched_in_link) {
+			err = -errno;
+			snprintf(errbuf, errlen, "attaching to sched_exit_tp: %s", strerror(-err));
+			detach_locked(c);
+			return err;
+		}
+	}
 	c->switch_link = c->exec_link ? bpf_program__attach(c->skel->progs.offcpu_switch) : NULL;
 	if (!c->switch_link) {
 		err = -errno;
@@ -528,6 +564,29 @@ int offcpu_collector_drain(struct offcpu_collector *c, int64_t now)
 	return err;
 }
 
+/* The user stack of a thread of pid that is away now, walked as bpf_get_stack walks it (ip,
+ * then the frame-pointer chain) from its registers at switch-out, through its memory: it
+ * does not change while the thread waits. Returns how many pcs. */
+static uint32_t walk_away_thread(pid_t pid, const struct offcpu_start *st, uint64_t *pcs)
+{
+	uint64_t frame[2], fp = st->user_bp; /* frame: the caller's fp, the return address */
+	uint32_t depth = 0;
+
+	if (!st->user_ip)
+		return 0;
+	pcs[depth++] = st->user_ip;
+	while (depth < CPU_MAX_DEPTH && fp) {
+		struct iovec local = { frame, sizeof(frame) };
+		struct iovec remote = { (void *)(uintptr_t)fp, sizeof(frame) };
+
+		if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof(frame) || !frame[1])
+			break;
+		pcs[depth++] = frame[1];
+		fp = frame[0];
+	}
+	return depth;
+}
+
 int offcpu_collector_thread_stack(struct offcpu_collector *c, pid_t pid, pid_t tid, char *buf,
 				  size_t len)
 {
@@ -538,12 +597,27 @@ int offcpu_collector_thread_stack(struct offcpu_collector *c, pid_t pid, pid_t t
 
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_INT(c->targets, &pid, t);
-	if (t && !bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.start), &key, &st) &&
-	    st.key.pid == (__u32)pid && st.ts && st.key.ustack)
+	if (!t || bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.start), &key, &st) ||
+	    st.key.pid != (__u32)pid || !st.ts)
+		goto out;
+	if (c->at_switch_in) {
+		uint64_t *pcs = (uint64_t *)c->raw.ips;
+		uint32_t depth = walk_away_thread(pid, &st, pcs);
+		struct cpu_named_key nk = {
+			.hash = cpu_hash_pcs(pcs, depth), .gen = st.key.exec_gen,
+			.kind = CPU_STACK_USER,
+		};
+
+		if (depth)
+			user = cpu_name_pcs(c->cpu, t->names, &nk, pcs, depth,
+					    depth == CPU_MAX_DEPTH);
+	} else if (st.key.ustack) {
 		user = named(c, t, st.key.ustack, st.key.exec_gen, false);
+	}
 	if (user)
 		join_frames(t->names->profile, (const struct cpu_named_stack *const *)&user, 1,
 			    buf, len);
+out:
 	pthread_mutex_unlock(&c->lock);
 	return user ? 0 : -ENOENT;
 }
@@ -580,6 +654,8 @@ void offcpu_collector_get_stats(struct offcpu_collector *c, struct offcpu_collec
 	out->start_full = sums[OFFCPU_STAT_START_FULL];
 	out->events_lost = sums[OFFCPU_STAT_EVENTS_LOST];
 	out->stacks_lost = atomic_load(&c->stacks_lost);
+	out->stack_walks = sums[OFFCPU_STAT_STACK_WALKS];
+	out->at_switch_in = c->at_switch_in;
 	out->running = c->running;
 }
 
@@ -625,8 +701,11 @@ static int ops_drain(void *self, int64_t now)
 static void ops_target_status(void *self, const struct collector_target *t, bool attached,
 			      FILE *out)
 {
+	struct offcpu_collector *c = self;
+
 	if (attached)
-		fprintf(out, "offcpu: tracing sched_switch\n");
+		fprintf(out, "offcpu: tracing sched_switch, stacks at %s\n",
+			c->at_switch_in ? "switch-in of kept waits" : "switch-out");
 }
 
 static void ops_status(void *self, FILE *out)
@@ -635,6 +714,8 @@ static void ops_status(void *self, FILE *out)
 
 	offcpu_collector_get_stats(self, &os);
 	fprintf(out, "offcpu: %s\n", os.running ? "tracing sched_switch" : "idle");
+	fprintf(out, "offcpu_stacks_at: %s\n", os.at_switch_in ? "switch-in" : "switch-out");
+	fprintf(out, "offcpu_stack_walks: %llu\n", (unsigned long long)os.stack_walks);
 	fprintf(out, "offcpu_waits: %llu\n", (unsigned long long)os.waits);
 	fprintf(out, "offcpu_drops: %llu\n", (unsigned long long)(os.counts_full + os.start_full +
 								    os.stacks_lost));
@@ -656,6 +737,9 @@ static void ops_metrics(void *self, struct collector_metrics *m)
 		{ dropped, "counter", dropped_help, "cause", "counts_map_full", os.counts_full },
 		{ dropped, "counter", dropped_help, "cause", "start_map_full", os.start_full },
 		{ dropped, "counter", dropped_help, "cause", "stack_lost", os.stacks_lost },
+		{ "aperture_offcpu_stack_walks_total", "counter",
+		  "Off-CPU waits whose user and kernel stacks were walked.",
+		  .value = os.stack_walks },
 		{ "aperture_offcpu_stacks_map_full_total", "counter",
 		  "Off-CPU stacks not stored: the stacks map was full.", .value = os.stacks_full },
 		{ "aperture_blocking_events_lost_total", "counter",
@@ -666,7 +750,7 @@ static void ops_metrics(void *self, struct collector_metrics *m)
 
 const struct collector_ops offcpu_collector_ops = {
 	.name = "offcpu",
-	.node_cost = "a program on every context switch of the node",
+	.node_cost = "programs on every context switch of the node",
 	.create = ops_create,
 	.destroy = ops_destroy,
 	.attach = ops_attach,

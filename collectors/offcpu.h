@@ -1,11 +1,13 @@
 /* Off-CPU time and blocked workers: a raw tracepoint on sched_switch, attached while a target
- * is enabled, records the stacks of each thread of an enabled process that leaves the CPU and
- * adds the time it stayed away, in the kernel, to a (thread, stacks) sum (bpf/offcpu.bpf.c).
+ * is enabled, times each thread of an enabled process that leaves the CPU and adds the time
+ * it stayed away, in the kernel, to a (thread, stacks) sum; the stacks are taken when it
+ * comes back, for waits that are kept, where the kernel allows (bpf/offcpu.bpf.c).
  * Once a second the daemon drains the sums into each target's profile (microseconds), the
  * blocking events of worker threads into its blocking log, and re-discovers its workers. */
 #ifndef APERTURE_COLLECTORS_OFFCPU_H
 #define APERTURE_COLLECTORS_OFFCPU_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "store/blocking.h"
@@ -22,7 +24,9 @@ struct offcpu_collector_stats {
 	uint64_t start_full;   /* switch-outs not recorded: start map full */
 	uint64_t events_lost;  /* blocking events dropped: ring buffer full */
 	uint64_t stacks_lost;  /* waits dropped: their stack was gone when drained */
+	uint64_t stack_walks;  /* waits whose stacks were taken */
 	int running;           /* sched_switch program attached */
+	bool at_switch_in;     /* stacks are taken at switch-in, for kept waits only */
 };
 
 struct cpu_collector;
@@ -53,8 +57,9 @@ void offcpu_collector_set_workers(struct offcpu_collector *c, const char *worker
  * re-discovers each target's worker threads. */
 int offcpu_collector_drain(struct offcpu_collector *c, int64_t now);
 
-/* The user stack thread tid of enabled target pid went off CPU with, if it is off CPU now:
- * frames root first, ';' between them, into buf. -ENOENT if not known. */
+/* The user stack thread tid of enabled target pid went off CPU with, if it is off CPU now
+ * (frame pointers, as bpf_get_stack walks them): frames root first, ';' between them, into
+ * buf. -ENOENT if not known. */
 int offcpu_collector_thread_stack(struct offcpu_collector *c, pid_t pid, pid_t tid, char *buf,
 				  size_t len);
 

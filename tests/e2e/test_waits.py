@@ -107,6 +107,34 @@ def test_offcpu_min_us_drops_shorter_waits_in_the_kernel(daemon, workloads, defa
     assert "offcpu_min_us" in daemon.status()["last_error"]
 
 
+ROUND_TRIPS = 20000  # waits.c's pingpong
+
+
+def test_short_waits_walk_no_stacks(daemon, workloads, defaults):
+    """Stacks are walked only for waits that are kept: 40,000 waits of microseconds under a
+    1 ms minimum walk next to none where the kernel has sched_exit_tp, where without it (the
+    stacks taken at switch-out, test_waits_at_switch_out.py) every one is walked."""
+    config(daemon, "offcpu_min_us", 1000)
+    w = Waits(workloads, "pingpong")
+    enable(daemon, w.pid)
+    before = daemon.status()
+    w.send(b"\n")
+    w.expect("done")
+    after = daemon.status()
+    walks, kept = (int(after[k]) - int(before[k]) for k in ("offcpu_stack_walks",
+                                                            "offcpu_waits"))
+    # The pinger's wait for the line is kept, and a wake-up may wait over 1 ms for a CPU.
+    assert kept < 200, f"{kept} of the ping-pong's waits were 1 ms or longer: too busy to tell"
+    if after["offcpu_stacks_at"] == "switch-in":
+        assert walks <= kept, f"{walks} stack walks for {kept} kept waits"
+    else:
+        assert walks >= ROUND_TRIPS, f"{walks} stack walks at switch-out for 40,000 waits"
+    # Those kept have their stacks (the sleep tests check them to the microsecond).
+    time.sleep(1.5)  # a drain or more
+    stacks = offcpu(daemon, w.pid)
+    assert all("raw_read" in user_frames(f) for f in stacks), stacks
+
+
 def blocking(daemon, pid):
     return json.loads(read(daemon.target(pid) / "blocking.json"))
 

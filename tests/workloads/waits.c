@@ -13,6 +13,8 @@
  *   busy      "spinner" spins, "idler" sleeps.
  *   switch    "spin-a" spins and "spin-b" waits; on a line on stdin, "spin-b" spins and
  *             "spin-a" stops, after "switched" is printed.
+ *   pingpong  on a line on stdin, "pinger" and "ponger" pass a byte back and forth over two
+ *             pipes 20000 times (two short waits a round trip), then "done" is printed.
  *
  * System calls the stacks must show are made by raw_* functions of ours: libc's wrappers
  * have no frame pointer and would hide their caller. */
@@ -178,6 +180,33 @@ static void *idler_main(void *arg)
 	return NULL;
 }
 
+#define ROUND_TRIPS 20000
+static int ping[2], pong[2];
+
+static void *ponger_main(void *arg)
+{
+	char c;
+
+	for (int i = 0; i < ROUND_TRIPS; i++)
+		if (raw_read(ping[0], &c, 1) != 1 || write(pong[1], &c, 1) != 1)
+			exit(1);
+	park();
+	return NULL;
+}
+
+static void *pinger_main(void *arg)
+{
+	char c = 'x';
+
+	wait_line();
+	for (int i = 0; i < ROUND_TRIPS; i++)
+		if (write(ping[1], &c, 1) != 1 || raw_read(pong[0], &c, 1) != 1)
+			exit(1);
+	say("done");
+	park();
+	return NULL;
+}
+
 static pthread_t start(void *(*fn)(void *), const char *name)
 {
 	pthread_t t;
@@ -218,8 +247,13 @@ int main(int argc, char **argv)
 		switched = 1;
 		say("switched");
 		park();
+	} else if (!strcmp(mode, "pingpong")) {
+		if (pipe(ping) || pipe(pong))
+			return 1;
+		start(ponger_main, "ponger");
+		start(pinger_main, "pinger");
 	} else {
-		fprintf(stderr, "usage: waits sleep|block|deadlock|contended|busy|switch\n");
+		fprintf(stderr, "usage: waits sleep|block|deadlock|contended|busy|switch|pingpong\n");
 		return 2;
 	}
 	say("ready");
