@@ -73,6 +73,40 @@ static bool have_switched_in_tracepoint(void)
 	return found;
 }
 
+/* Opens and loads the BPF object into c, its stacks taken at switch-in or at switch-out;
+ * on failure c holds no object. */
+static int load_programs(struct offcpu_collector *c, bool at_switch_in, char *errbuf,
+			 size_t errlen)
+{
+	int err;
+
+	c->skel = offcpu_bpf__open();
+	if (!c->skel) {
+		err = -errno;
+		snprintf(errbuf, errlen, "opening BPF object: %s", strerror(-err));
+		return err;
+	}
+	err = swap_map_init(&c->counts, c->skel->maps.counts, &counts_spec, "offcpu_counts");
+	if (err) {
+		snprintf(errbuf, errlen, "creating maps: %s", strerror(-err));
+		goto fail;
+	}
+	c->at_switch_in = at_switch_in;
+	c->skel->rodata->stacks_at_switch_in = at_switch_in;
+	bpf_program__set_autoload(c->skel->progs.offcpu_switched_in, at_switch_in);
+	err = offcpu_bpf__load(c->skel);
+	if (!err)
+		err = swap_map_install(&c->counts);
+	if (!err)
+		return 0;
+	snprintf(errbuf, errlen, "loading BPF programs: %s", strerror(-err));
+fail:
+	swap_map_fini(&c->counts);
+	offcpu_bpf__destroy(c->skel);
+	c->skel = NULL;
+	return err;
+}
+
 int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **out,
 			 char *errbuf, size_t errlen)
 {
@@ -91,27 +125,13 @@ int offcpu_collector_new(struct cpu_collector *cpu, struct offcpu_collector **ou
 		snprintf(errbuf, errlen, "out of memory");
 		goto fail;
 	}
-	c->skel = offcpu_bpf__open();
-	if (!c->skel) {
-		err = -errno;
-		snprintf(errbuf, errlen, "opening BPF object: %s", strerror(-err));
+	err = load_programs(c, have_switched_in_tracepoint(), errbuf, errlen);
+	/* A kernel whose BTF declares the tracepoint but that refuses the program: the older
+	 * method still works there. */
+	if (err && c->at_switch_in)
+		err = load_programs(c, false, errbuf, errlen);
+	if (err)
 		goto fail;
-	}
-	err = swap_map_init(&c->counts, c->skel->maps.counts, &counts_spec, "offcpu_counts");
-	if (err) {
-		snprintf(errbuf, errlen, "creating maps: %s", strerror(-err));
-		goto fail;
-	}
-	c->at_switch_in = have_switched_in_tracepoint();
-	c->skel->rodata->stacks_at_switch_in = c->at_switch_in;
-	bpf_program__set_autoload(c->skel->progs.offcpu_switched_in, c->at_switch_in);
-	err = offcpu_bpf__load(c->skel);
-	if (!err)
-		err = swap_map_install(&c->counts);
-	if (err) {
-		snprintf(errbuf, errlen, "loading BPF programs: %s", strerror(-err));
-		goto fail;
-	}
 	*out = c;
 	return 0;
 fail:
