@@ -129,10 +129,11 @@ def test_short_waits_walk_no_stacks(daemon, workloads, defaults):
         assert walks <= kept, f"{walks} stack walks for {kept} kept waits"
     else:
         assert walks >= ROUND_TRIPS, f"{walks} stack walks at switch-out for 40,000 waits"
-    # Those kept have their stacks (the sleep tests check them to the microsecond).
+    # Those kept are the two threads' (a preempted one may be anywhere in its loop; the
+    # sleep tests check stacks to the microsecond).
     time.sleep(1.5)  # a drain or more
     stacks = offcpu(daemon, w.pid)
-    assert all("raw_read" in user_frames(f) for f in stacks), stacks
+    assert {f[0] for f in stacks} <= {"pinger", "ponger"}, stacks
 
 
 def blocking(daemon, pid):
