@@ -87,6 +87,16 @@ def set_bpf_stats(on):
     return old
 
 
+def stop(proc, sig, timeout):
+    """Sends sig to proc and waits up to timeout seconds for it to end, then SIGKILLs it."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def kill_all(procs):
     """SIGKILLs and reaps every process of procs, and empties the list."""
     for p in procs:
@@ -209,12 +219,7 @@ class Daemon:
 
     def stop(self):
         """SIGTERM: the daemon unmounts and detaches its BPF programs itself."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc, signal.SIGTERM, 10)
         if os.path.ismount(self.mnt):
             subprocess.run(["fusermount3", "-u", "-z", self.mnt], check=False)
         try:

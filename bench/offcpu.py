@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (Daemon, Gated, fds_of_kind, folded_stats, median, read_text,  # noqa
-                    set_bpf_stats, task_cpu_s, wait_until)
+                    set_bpf_stats, stop, task_cpu_s, wait_until)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BYSTANDER = "switches of a process that is not a target, aperture offcpu.folded"
@@ -69,12 +69,7 @@ class External:
 
     def finish(self):
         cpu_run = task_cpu_s(self.proc.pid) - self.cpu_b
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc, signal.SIGTERM, 60)
         return {"prof_cpu_run": cpu_run, "out_bytes": os.path.getsize(self.out)}
 
 

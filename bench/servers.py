@@ -30,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Daemon, fds_of_kind, holds_perf_events, wait_until  # noqa: E402
+from common import Daemon, fds_of_kind, holds_perf_events, stop, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -103,12 +103,7 @@ class Profiler:
 
     def detach(self):
         if self.proc:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc, signal.SIGINT, 30)
         elif self.kind:
             for pid in self.pids:
                 try:

@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Daemon, Gated, fds_of_kind, median, read_text, wait_until  # noqa: E402
+from common import Daemon, Gated, fds_of_kind, median, read_text, stop, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SETTLE_S = 0.3
@@ -93,12 +93,7 @@ class External:
 
     def finish(self):
         if not wait_until(lambda: self.proc.poll() is not None, 2, 0.05):
-            self.proc.send_signal(self.stop_signal)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc, self.stop_signal, 60)
         return self.count(read_text(self.out))
 
 
