@@ -319,12 +319,16 @@ int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tracepoint/sched_exit_tp")
 int offcpu_switched_in(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = id;
 	struct offcpu_start *st;
+	__u64 id;
+	__u32 tid;
 
-	if (!ctx->args[0] || !may_be_target(tgid))
+	if (!ctx->args[0]) /* __schedule kept the task on the CPU */
 		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!may_be_target(id >> 32))
+		return 0;
+	tid = id;
 	st = bpf_map_lookup_elem(&start, &tid);
 	if (!st || !st->ts)
 		return 0;
